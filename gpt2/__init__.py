@@ -1,0 +1,1 @@
+"""GPT-2 in plain PyTorch (float32) with a pluggable attention backend."""

@@ -1,0 +1,150 @@
+"""Where GPT-2's weights come from: a local snapshot, the Hugging Face cache or hub, or
+seeded random values (timings do not depend on weight values; the text does)."""
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gpt2.config import HUB_NAMES, SIZES, GPT2Config, ModelDirError
+from gpt2.model import GPT2, AttentionFn
+
+RANDOM_SEED = 1234
+_HUB_HOST = ("huggingface.co", 443)
+_HUB_PROBE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """What to load. kind: "dir" (path), "hub" (name), or "random" (size, seed)."""
+
+    kind: str
+    path: Path | None = None
+    name: str | None = None
+    size: str = "small"
+
+    def describe(self) -> str:
+        if self.kind == "dir":
+            return f"dir:{self.path}"
+        if self.kind == "hub":
+            return f"hf:{self.name}"
+        return f"random:{self.size}:seed{RANDOM_SEED}"
+
+
+def _hub_reachable() -> bool:
+    try:
+        with socket.create_connection(_HUB_HOST, timeout=_HUB_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
+
+
+def _snapshot_dir(name: str, *, allow_network: bool) -> Path | None:
+    """A local snapshot of hub model `name` (cache first, then the hub if allowed)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    patterns = ["config.json", "model.safetensors"]
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
+    except Exception:  # not in the cache; huggingface_hub raises several types here
+        pass
+    if not allow_network or not _hub_reachable():
+        return None
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns))
+    except Exception:
+        return None
+
+
+def resolve(model_dir: str | None, weights: str, size: str = "small") -> tuple[WeightsSource, Path | None]:
+    """Decide where the weights come from.
+
+    model_dir: a local snapshot directory (config.json + model.safetensors).
+    weights:   "random"; "auto" (the cached hub snapshot of `size` if there is one, else
+               random, never touching the network); or a hub name such as "gpt2".
+    Returns the source and, for real weights, the directory holding them.
+    """
+    if model_dir is not None:
+        path = Path(model_dir)
+        if not path.is_dir():
+            raise ModelDirError(f"model directory {path} does not exist")
+        for required in ("config.json", "model.safetensors"):
+            if not (path / required).is_file():
+                raise ModelDirError(f"model directory {path} has no {required}")
+        return WeightsSource("dir", path=path), path
+    if weights == "random":
+        return WeightsSource("random", size=size), None
+    if weights == "auto":
+        snapshot = _snapshot_dir(HUB_NAMES[size], allow_network=False)
+        if snapshot is None:
+            return WeightsSource("random", size=size), None
+        return WeightsSource("hub", name=HUB_NAMES[size]), snapshot
+    snapshot = _snapshot_dir(weights, allow_network=True)
+    if snapshot is None:
+        raise ModelDirError(f"weights {weights!r} are neither in the Hugging Face cache nor reachable "
+                            "on the hub; use --model-dir DIR or --weights random")
+    return WeightsSource("hub", name=weights), snapshot
+
+
+def _load_state_dict(directory: Path, config: GPT2Config) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = directory / "model.safetensors"
+    try:
+        raw = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ModelDirError(f"{path} is not a readable safetensors file: {err}") from None
+    # GPT2LMHeadModel saves under "transformer."; GPT2Model without a prefix. The causal
+    # mask buffers (attn.bias, attn.masked_bias) of old checkpoints and the tied
+    # lm_head.weight are not parameters of ours.
+    state = {}
+    for key, tensor in raw.items():
+        key = key.removeprefix("transformer.")
+        if key.endswith(("attn.bias", "attn.masked_bias")) or key == "lm_head.weight":
+            continue
+        state[key] = tensor.float()
+    return state
+
+
+def load_config(source: WeightsSource, directory: Path | None) -> GPT2Config:
+    if source.kind == "random":
+        return SIZES[source.size]
+    assert directory is not None
+    return GPT2Config.from_json(directory / "config.json")
+
+
+def build_model(source: WeightsSource, directory: Path | None, attention: AttentionFn,
+                device: torch.device | str) -> GPT2:
+    """The model with its weights on `device`, in float32 and eval mode."""
+    config = load_config(source, directory)
+    if source.kind == "random":
+        with torch.device(device):
+            model = GPT2(config, attention)
+        _init_random(model, device)
+    else:
+        assert directory is not None
+        model = GPT2(config, attention)
+        state = _load_state_dict(directory, config)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise ModelDirError(f"{directory}: weights do not match GPT-2 ({len(missing)} missing, "
+                                f"e.g. {missing[:3]}; {len(unexpected)} unexpected, e.g. {unexpected[:3]})")
+        model.to(device)
+    return model.eval().requires_grad_(False)
+
+
+def _init_random(model: GPT2, device: torch.device | str) -> None:
+    """GPT-2's initialisation (normal, std 0.02; LayerNorm 1, 0), from a fixed seed."""
+    generator = torch.Generator(device=device).manual_seed(RANDOM_SEED)
+    for name, param in model.named_parameters():
+        if ".ln_" in name or name.startswith("ln_f"):
+            param.data.fill_(1.0 if name.endswith("weight") else 0.0)
+        elif name.endswith("bias"):
+            param.data.zero_()
+        else:
+            param.data.normal_(0.0, 0.02, generator=generator)

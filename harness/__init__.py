@@ -1,0 +1,1 @@
+"""Backend registry, builds, correctness checks, benchmarks, results and plots."""

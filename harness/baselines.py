@@ -1,0 +1,41 @@
+"""The plain-PyTorch attention baselines, with the op's signature (q, k, v, num_heads)."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, T, C) -> (B, H, T, d), a view."""
+    B, T, C = x.shape
+    return x.view(B, T, num_heads, C // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, d) -> contiguous (B, T, C)."""
+    B, H, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d)
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + causal mask) v, written out as the original study did."""
+    qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, d) each
+    T, d = qh.shape[-2], qh.shape[-1]
+    scores = qh @ kh.transpose(-2, -1)  # (B, H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).triu_(1)  # True above the diagonal
+    scores = scores.masked_fill(causal, float("-inf"))
+    weights = torch.softmax(scores / math.sqrt(d), dim=-1)  # (B, H, T, T)
+    return merge_heads(weights @ vh)  # (B, T, C)
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int,
+                   *, backend: str) -> torch.Tensor:
+    """torch's scaled_dot_product_attention pinned to one backend (no silent fallback)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, d) each
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)  # (B, H, T, d)
+    return merge_heads(out)

@@ -1,0 +1,165 @@
+"""Every CUDA version against the float64 reference, and the op contract's refusals.
+
+Tolerances (harness/reference.py): relative error 1e-5 and max absolute error 1e-4.
+float32 accumulation over at most a few thousand terms stays near 1e-6, so these leave
+a 10x margin while any indexing, masking or race error (O(1) errors) fails loudly.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from harness import registry
+from harness.reference import compare, max_abs_score, random_qkv, reference_attention
+
+pytestmark = pytest.mark.gpu
+
+VERSIONS = [v.name for v in registry.versions()]
+SEQ_LENS = [1, 2, 31, 32, 33, 47, 48, 49, 63, 64, 65, 127, 128, 129, 511, 512, 513, 1024, 2047]
+WIDTHS = [(768, 12), (1024, 16)]  # (C, num_heads): GPT-2 small and medium
+BATCHES = [1, 3]
+SCORE_SCALE_LARGE = 12.5  # scores with std 12.5 reach about +-50 over these sizes
+
+
+@functools.lru_cache(maxsize=None)
+def case(B: int, T: int, C: int, H: int, score_scale: float = 1.0):
+    """Seeded inputs for one shape (a different seed per shape) and their reference."""
+    seed = hash((B, T, C, score_scale)) % 2**31
+    q, k, v = random_qkv(B, T, C, seed=seed, device="cuda", score_scale=score_scale)
+    return q, k, v, reference_attention(q, k, v, H)
+
+
+def call_on_poisoned_memory(op, q, k, v, H) -> torch.Tensor:
+    """Call the op after filling the block its output will get with NaN, so an output
+    element the kernel never writes shows up as NaN."""
+    poison = torch.full(q.shape, float("nan"), device=q.device)
+    address = poison.data_ptr()
+    del poison  # back to torch's caching allocator, which hands it to the op's output
+    out = op(q, k, v, H)
+    assert out.data_ptr() == address, "the output did not reuse the poisoned block: poisoning is void"
+    return out
+
+
+def check(out: torch.Tensor, ref: torch.Tensor, where: str) -> None:
+    result = compare(out, ref)
+    assert result.ok, f"{where}: {result.describe()}"
+
+
+@pytest.mark.parametrize("B", BATCHES)
+@pytest.mark.parametrize("C,H", WIDTHS)
+@pytest.mark.parametrize("T", SEQ_LENS)
+@pytest.mark.parametrize("name", VERSIONS)
+def test_matches_float64_reference(version_ops, name, T, C, H, B):
+    q, k, v, ref = case(B, T, C, H)
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    assert out.shape == q.shape and out.is_contiguous()
+    check(out, ref, f"{name} B={B} T={T} C={C}")
+
+
+@pytest.mark.parametrize("B", BATCHES)
+@pytest.mark.parametrize("T", SEQ_LENS)
+@pytest.mark.parametrize("name", VERSIONS)
+def test_large_scores_stay_finite_and_accurate(version_ops, name, T, B):
+    C, H = 768, 12
+    q, k, v, ref = case(B, T, C, H, SCORE_SCALE_LARGE)
+    if T >= 64:  # small T has too few pairs to reach the tail; the scale is the same
+        assert max_abs_score(q, k, H) > 40, "inputs do not reach the intended score range"
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    check(out, ref, f"{name} B={B} T={T} C={C} scores up to {max_abs_score(q, k, H):.0f}")
+
+
+@pytest.mark.parametrize("name", VERSIONS)
+def test_deterministic(version_ops, name):
+    q, k, v, _ = case(3, 513, 768, 12)
+    first = version_ops[name](q, k, v, 12)
+    second = version_ops[name](q, k, v, 12)
+    assert torch.equal(first, second), f"{name}: two calls on the same inputs differ"
+
+
+def test_v11_accepts_packed_qkv_views(version_ops):
+    B, T, C, H = 3, 129, 768, 12
+    qkv = torch.randn(B, T, 3 * C, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+    q, k, v = qkv.split(C, dim=-1)  # row stride 3C, batch stride 3TC
+    assert not q.is_contiguous()
+    out = call_on_poisoned_memory(version_ops["v11"], q, k, v, H)
+    check(out, reference_attention(q, k, v, H), "v11 on packed qkv views")
+
+
+def test_v11_accepts_non_unit_batch_stride(version_ops):
+    B, T, C, H = 3, 65, 1024, 16
+    g = torch.Generator("cuda").manual_seed(8)
+    # batch stride (T + 7) C: every item is a window of a longer sequence
+    q, k, v = (torch.randn(B, T + 7, C, device="cuda", generator=g)[:, 3:3 + T] for _ in range(3))
+    # and batch stride C, row stride B C: a (T, B, C) tensor seen as (B, T, C)
+    q2, k2, v2 = (torch.randn(T, B, C, device="cuda", generator=g).transpose(0, 1) for _ in range(3))
+    for args, label in (((q, k, v), "windowed batch"), ((q2, k2, v2), "transposed (T, B, C)")):
+        out = call_on_poisoned_memory(version_ops["v11"], *args, H)
+        check(out, reference_attention(*args, H), f"v11 on {label} views")
+
+
+@pytest.mark.parametrize("name", [v.name for v in registry.versions() if not v.strided_inputs])
+def test_contiguous_versions_refuse_strided_views(version_ops, name):
+    qkv = torch.randn(1, 33, 3 * 768, device="cuda")
+    q, k, v = qkv.split(768, dim=-1)
+    with pytest.raises(RuntimeError, match="q must be contiguous"):
+        version_ops[name](q, k, v, 12)
+
+
+@pytest.mark.parametrize("name", VERSIONS)
+def test_misaligned_pointer(version_ops, name):
+    """Versions with float4 loads refuse a pointer that is not 16-byte aligned; the
+    others compute the right answer from it."""
+    B, T, C, H = 1, 47, 768, 12
+    base = torch.randn(B * T * C + 1, device="cuda")
+    q = base[1:].view(B, T, C)  # contiguous, 4 bytes past an aligned address
+    k, v = torch.randn(B, T, C, device="cuda"), torch.randn(B, T, C, device="cuda")
+    op = version_ops[name]
+    if registry.get(name).number >= 7:
+        with pytest.raises(RuntimeError, match="16-byte aligned"):
+            op(q, k, v, H)
+    else:
+        check(op(q, k, v, H), reference_attention(q, k, v, H), f"{name} on a misaligned q")
+
+
+@pytest.mark.parametrize("name", VERSIONS)
+def test_opcheck(version_ops, name):
+    q, k, v = random_qkv(2, 65, 768, seed=3, device="cuda")
+    torch.library.opcheck(getattr(torch.ops, registry.get(name).namespace).causal_attention, (q, k, v, 12))
+
+
+def _bad_inputs():
+    x = lambda *shape, **kw: torch.randn(*shape, device="cuda", **kw)  # noqa: E731
+    good = x(2, 33, 768)
+    yield "float16", (good.half(), good.half(), good.half(), 12), "must be float32"
+    yield "float64", (good.double(), good.double(), good.double(), 12), "must be float32"
+    yield "cpu", (good.cpu(), good.cpu(), good.cpu(), 12), "must be a CUDA tensor"
+    yield "2-D", (good[0], good[0], good[0], 12), "must be 3-D"
+    yield "4-D", (good[None], good[None], good[None], 12), "must be 3-D"
+    yield "head dim 128", (good, good, good, 6), "head dimension must be 64"
+    yield "head dim 32", (good, good, good, 24), "head dimension must be 64"
+    yield "zero heads", (good, good, good, 0), "num_heads must be at least 1"
+    yield "k shorter", (good, good[:, :32], good, 12), "same shape"
+    yield "v wider", (good, good, x(2, 33, 1024), 12), "same shape"
+    yield "last dim strided", (x(2, 768, 33).transpose(1, 2),) * 3 + (12,), "stride 1 in its last dimension"
+
+
+BAD_INPUTS = list(_bad_inputs()) if torch.cuda.is_available() else []
+
+
+@pytest.mark.parametrize("label,args,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+@pytest.mark.parametrize("name", VERSIONS)
+def test_refuses_bad_input(version_ops, name, label, args, message):
+    with pytest.raises(RuntimeError, match=message):
+        version_ops[name](*args)
+
+
+@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "CUDNN_ATTENTION"])
+def test_sdpa_flash_and_cudnn_refuse_float32(backend):
+    """The registry lists sdpa-flash and sdpa-cudnn as unavailable for float32: check the claim."""
+    from harness.baselines import sdpa_attention
+
+    q = torch.randn(1, 64, 768, device="cuda")
+    with pytest.raises(RuntimeError):
+        sdpa_attention(q, q, q, 12, backend=backend)

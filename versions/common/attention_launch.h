@@ -1,0 +1,51 @@
+// The interface between a version's kernel file (attention.cu, plain CUDA) and the
+// torch glue (torch_glue.cpp, written once for every version).
+//
+// Every version's attention.cu defines the three functions declared at the bottom.
+// Nothing here includes a torch header, so `nvcc -c attention.cu` compiles on its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace causal_attention {
+
+constexpr int kHeadDim = 64;  // d: every version is written for GPT-2's head size
+
+// One call of the op: q, k, v and out are (B, T, C) float32 with C = num_heads * 64.
+// Strides are in elements. The glue always fills them in; versions 1-10 declare that
+// they need the contiguous layout (row stride C, batch stride T * C) and the glue
+// refuses anything else before a launch.
+struct Args {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;  // always a new contiguous (B, T, C) tensor
+  int64_t batch;      // B
+  int64_t seq_len;    // T
+  int64_t num_heads;  // H
+  int64_t q_batch_stride, q_row_stride;
+  int64_t k_batch_stride, k_row_stride;
+  int64_t v_batch_stride, v_row_stride;
+  void* workspace;  // workspace_bytes(*this) bytes of device memory, or nullptr if 0
+  int device;       // the CUDA device the tensors live on
+};
+
+// What a version needs of its inputs beyond the op contract; the glue enforces it with
+// messages that name the offending argument.
+struct Requirements {
+  bool strided_inputs;     // true: any row and batch stride (last-dim stride still 1)
+  int alignment_bytes;     // data pointers and strides * 4 must be multiples of this
+};
+
+Requirements requirements();
+
+// Scratch memory this version needs for these arguments (torch's caching allocator
+// provides it; the kernel file never calls cudaMalloc).
+size_t workspace_bytes(const Args& args);
+
+// Launches the kernel(s) on `stream` and returns the launch's error code (no sync).
+cudaError_t launch(const Args& args, cudaStream_t stream);
+
+}  // namespace causal_attention

@@ -1,0 +1,127 @@
+// The torch side of every version, written once: input checks, output and scratch
+// allocation, the current stream, and registration of the op in the version's own
+// namespace. Compiled once per version with -DATTN_NAMESPACE=<namespace>; the kernel
+// file it links against (attention.cu) defines causal_attention::{requirements,
+// workspace_bytes, launch}. The fake (meta) kernel is registered from Python
+// (versions/common/fake.py) because it must work with symbolic shapes.
+#include "attention_launch.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <limits>
+
+#ifndef ATTN_NAMESPACE
+#error "build with -DATTN_NAMESPACE=<op namespace>, for example -DATTN_NAMESPACE=flash_v01"
+#endif
+#define ATTN_STRINGIFY_(x) #x
+#define ATTN_STRINGIFY(x) ATTN_STRINGIFY_(x)
+// TORCH_LIBRARY pastes its first argument with ##, which would not expand our macro:
+// one level of indirection expands ATTN_NAMESPACE first.
+#define ATTN_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define ATTN_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+namespace {
+
+constexpr const char* kOpName = ATTN_STRINGIFY(ATTN_NAMESPACE) "::causal_attention";
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// Checks one of q, k, v against the op contract and the version's requirements.
+void check_operand(const at::Tensor& t, const char* name, const at::Tensor& q,
+                   const causal_attention::Requirements& req) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat, kOpName, ": ", name,
+              " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.is_cuda(), kOpName, ": ", name, " must be a CUDA tensor, got one on ",
+              t.device());
+  TORCH_CHECK(t.dim() == 3, kOpName, ": ", name, " must be 3-D (B, T, C), got shape ",
+              t.sizes());
+  TORCH_CHECK(t.device() == q.device(), kOpName, ": q, k and v must be on one device, q is on ",
+              q.device(), " and ", name, " on ", t.device());
+  TORCH_CHECK(t.sizes() == q.sizes(), kOpName, ": q, k and v must have the same shape, q is ",
+              q.sizes(), " and ", name, " is ", t.sizes());
+  TORCH_CHECK(t.stride(2) == 1, kOpName, ": ", name,
+              " must have stride 1 in its last dimension (C), got strides ", t.strides());
+  if (!req.strided_inputs) {
+    TORCH_CHECK(t.is_contiguous(), kOpName, ": ", name,
+                " must be contiguous for this version (strides ", t.strides(),
+                "); call .contiguous() first, or use a version that accepts strided views (v11)");
+  }
+  TORCH_CHECK(t.size(1) * t.stride(1) <= kInt32Max, kOpName, ": ", name,
+              " spans more than 2^31-1 elements per batch item (T * row stride = ",
+              t.size(1) * t.stride(1), "); the kernels index within a batch item with 32-bit ints");
+  if (req.alignment_bytes > 1) {
+    const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+    TORCH_CHECK(address % req.alignment_bytes == 0, kOpName, ": ", name,
+                "'s data pointer must be ", req.alignment_bytes,
+                "-byte aligned for this version's vector loads (storage offset ",
+                t.storage_offset(), ")");
+    const int64_t floats_per_vector = req.alignment_bytes / static_cast<int64_t>(sizeof(float));
+    TORCH_CHECK(t.stride(0) % floats_per_vector == 0 && t.stride(1) % floats_per_vector == 0,
+                kOpName, ": ", name, "'s batch and row strides must be multiples of ",
+                floats_per_vector, " floats for this version's vector loads, got ", t.strides());
+  }
+}
+
+at::Tensor causal_attention_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 int64_t num_heads) {
+  const causal_attention::Requirements req = causal_attention::requirements();
+  check_operand(q, "q", q, req);
+  check_operand(k, "k", q, req);
+  check_operand(v, "v", q, req);
+  const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
+  TORCH_CHECK(num_heads >= 1, kOpName, ": num_heads must be at least 1, got ", num_heads);
+  TORCH_CHECK(C == num_heads * causal_attention::kHeadDim, kOpName,
+              ": the head dimension must be ", causal_attention::kHeadDim,
+              " (C = num_heads * 64), got C = ", C, " with num_heads = ", num_heads);
+  TORCH_CHECK(B * num_heads <= kInt32Max, kOpName, ": B * num_heads = ", B * num_heads,
+              " exceeds the grid limit 2^31-1");
+
+  at::Tensor out = at::empty({B, T, C}, q.options());  // contiguous
+  if (B == 0 || T == 0) return out;
+
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  causal_attention::Args args{};
+  args.q = q.data_ptr<float>();
+  args.k = k.data_ptr<float>();
+  args.v = v.data_ptr<float>();
+  args.out = out.data_ptr<float>();
+  args.batch = B;
+  args.seq_len = T;
+  args.num_heads = num_heads;
+  args.q_batch_stride = q.stride(0);
+  args.q_row_stride = q.stride(1);
+  args.k_batch_stride = k.stride(0);
+  args.k_row_stride = k.stride(1);
+  args.v_batch_stride = v.stride(0);
+  args.v_row_stride = v.stride(1);
+  args.device = q.get_device();
+
+  // Scratch from torch's caching allocator, alive until this function returns; the
+  // allocator's stream semantics keep it valid for the kernel on the current stream.
+  at::Tensor workspace;
+  const size_t workspace_bytes = causal_attention::workspace_bytes(args);
+  if (workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
+    args.workspace = workspace.data_ptr();
+  }
+
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
+  const cudaError_t err = causal_attention::launch(args, stream);
+  TORCH_CHECK(err == cudaSuccess, kOpName, ": kernel launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace
+
+ATTN_LIBRARY(ATTN_NAMESPACE, m) {
+  m.def("causal_attention(Tensor q, Tensor k, Tensor v, int num_heads) -> Tensor");
+}
+
+ATTN_LIBRARY_IMPL(ATTN_NAMESPACE, CUDA, m) { m.impl("causal_attention", &causal_attention_impl); }
+
+// Registered for CPU too, so that CPU tensors get the contract's message ("must be a
+// CUDA tensor") instead of the dispatcher's "could not run ... with the CPU backend".
+ATTN_LIBRARY_IMPL(ATTN_NAMESPACE, CPU, m) { m.impl("causal_attention", &causal_attention_impl); }
