@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures as futures
+import multiprocessing
 import os
 import sys
 import time
@@ -44,7 +45,9 @@ def build_all(backends: list[Backend], *, jobs: int | None = None) -> list[Build
     print(f"building {len(versions)} versions with {jobs} parallel jobs", flush=True)
     # Each worker runs ninja itself; cap its parallelism so the machine is not oversubscribed.
     os.environ.setdefault("MAX_JOBS", "2")
-    with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # spawn, not fork: a forked child of a process that has initialised CUDA may crash.
+    context = multiprocessing.get_context("spawn")
+    with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         pending = {pool.submit(_build_one, b.name): b.name for b in versions}
         for done, future in enumerate(futures.as_completed(pending), start=1):
             result = future.result()

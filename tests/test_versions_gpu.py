@@ -129,30 +129,35 @@ def test_opcheck(version_ops, name):
     torch.library.opcheck(getattr(torch.ops, registry.get(name).namespace).causal_attention, (q, k, v, 12))
 
 
-def _bad_inputs():
-    x = lambda *shape, **kw: torch.randn(*shape, device="cuda", **kw)  # noqa: E731
-    good = x(2, 33, 768)
-    yield "float16", (good.half(), good.half(), good.half(), 12), "must be float32"
-    yield "float64", (good.double(), good.double(), good.double(), 12), "must be float32"
-    yield "cpu", (good.cpu(), good.cpu(), good.cpu(), 12), "must be a CUDA tensor"
-    yield "2-D", (good[0], good[0], good[0], 12), "must be 3-D"
-    yield "4-D", (good[None], good[None], good[None], 12), "must be 3-D"
-    yield "head dim 128", (good, good, good, 6), "head dimension must be 64"
-    yield "head dim 32", (good, good, good, 24), "head dimension must be 64"
-    yield "zero heads", (good, good, good, 0), "num_heads must be at least 1"
-    yield "k shorter", (good, good[:, :32], good, 12), "same shape"
-    yield "v wider", (good, good, x(2, 33, 1024), 12), "same shape"
-    yield "last dim strided", (x(2, 768, 33).transpose(1, 2),) * 3 + (12,), "stride 1 in its last dimension"
+def _x(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device="cuda")
 
 
-BAD_INPUTS = list(_bad_inputs()) if torch.cuda.is_available() else []
+def _same(t: torch.Tensor, num_heads: int = 12) -> tuple:
+    return (t, t, t, num_heads)
 
 
-@pytest.mark.parametrize("label,args,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+# (label, arguments built inside the test, expected message)
+BAD_INPUTS = [
+    ("float16", lambda: _same(_x(2, 33, 768).half()), "must be float32"),
+    ("float64", lambda: _same(_x(2, 33, 768).double()), "must be float32"),
+    ("cpu", lambda: _same(torch.randn(2, 33, 768)), "must be a CUDA tensor"),
+    ("2-D", lambda: _same(_x(33, 768)), "must be 3-D"),
+    ("4-D", lambda: _same(_x(1, 2, 33, 768)), "must be 3-D"),
+    ("head dim 128", lambda: _same(_x(2, 33, 768), 6), "head dimension must be 64"),
+    ("head dim 32", lambda: _same(_x(2, 33, 768), 24), "head dimension must be 64"),
+    ("zero heads", lambda: _same(_x(2, 33, 768), 0), "num_heads must be at least 1"),
+    ("k shorter", lambda: (_x(2, 33, 768), _x(2, 32, 768), _x(2, 33, 768), 12), "same shape"),
+    ("v wider", lambda: (_x(2, 33, 768), _x(2, 33, 768), _x(2, 33, 1024), 12), "same shape"),
+    ("last dim strided", lambda: _same(_x(2, 768, 33).transpose(1, 2)), "stride 1 in its last dimension"),
+]
+
+
+@pytest.mark.parametrize("label,make_args,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 @pytest.mark.parametrize("name", VERSIONS)
-def test_refuses_bad_input(version_ops, name, label, args, message):
+def test_refuses_bad_input(version_ops, name, label, make_args, message):
     with pytest.raises(RuntimeError, match=message):
-        version_ops[name](*args)
+        version_ops[name](*make_args())
 
 
 @pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "CUDNN_ATTENTION"])

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #ifndef ATTN_NAMESPACE
 #error "build with -DATTN_NAMESPACE=<op namespace>, for example -DATTN_NAMESPACE=flash_v01"
@@ -28,40 +29,55 @@ namespace {
 
 constexpr const char* kOpName = ATTN_STRINGIFY(ATTN_NAMESPACE) "::causal_attention";
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+static_assert(causal_attention::kHeadDim == 64, "the head-dimension message below says 64");
+
+// Error messages get numbers as strings made here, never as integers streamed into
+// TORCH_CHECK's ostringstream: with the torch 2.11 wheel and the image's g++ on our
+// H100/H200 machines, an integer streamed from inside an extension crashed the process
+// (a libstdc++ mismatch in ostream::_M_insert<long>, seen in cuda-gdb); strings are safe.
+std::string fmt(int64_t value) { return std::to_string(value); }
+
+std::string fmt(c10::IntArrayRef values) {
+  std::string text = "(";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + ")";
+}
 
 // Checks one of q, k, v against the op contract and the version's requirements.
 void check_operand(const at::Tensor& t, const char* name, const at::Tensor& q,
                    const causal_attention::Requirements& req) {
   TORCH_CHECK(t.scalar_type() == at::kFloat, kOpName, ": ", name,
-              " must be float32, got ", t.scalar_type());
+              " must be float32, got ", c10::toString(t.scalar_type()));
   TORCH_CHECK(t.is_cuda(), kOpName, ": ", name, " must be a CUDA tensor, got one on ",
-              t.device());
+              t.device().str());
   TORCH_CHECK(t.dim() == 3, kOpName, ": ", name, " must be 3-D (B, T, C), got shape ",
-              t.sizes());
+              fmt(t.sizes()));
   TORCH_CHECK(t.device() == q.device(), kOpName, ": q, k and v must be on one device, q is on ",
-              q.device(), " and ", name, " on ", t.device());
+              q.device().str(), " and ", name, " on ", t.device().str());
   TORCH_CHECK(t.sizes() == q.sizes(), kOpName, ": q, k and v must have the same shape, q is ",
-              q.sizes(), " and ", name, " is ", t.sizes());
+              fmt(q.sizes()), " and ", name, " is ", fmt(t.sizes()));
   TORCH_CHECK(t.stride(2) == 1, kOpName, ": ", name,
-              " must have stride 1 in its last dimension (C), got strides ", t.strides());
+              " must have stride 1 in its last dimension (C), got strides ", fmt(t.strides()));
   if (!req.strided_inputs) {
     TORCH_CHECK(t.is_contiguous(), kOpName, ": ", name,
-                " must be contiguous for this version (strides ", t.strides(),
+                " must be contiguous for this version (strides ", fmt(t.strides()),
                 "); call .contiguous() first, or use a version that accepts strided views (v11)");
   }
   TORCH_CHECK(t.size(1) * t.stride(1) <= kInt32Max, kOpName, ": ", name,
               " spans more than 2^31-1 elements per batch item (T * row stride = ",
-              t.size(1) * t.stride(1), "); the kernels index within a batch item with 32-bit ints");
+              fmt(t.size(1) * t.stride(1)),
+              "); the kernels index within a batch item with 32-bit ints");
   if (req.alignment_bytes > 1) {
     const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
     TORCH_CHECK(address % req.alignment_bytes == 0, kOpName, ": ", name,
-                "'s data pointer must be ", req.alignment_bytes,
+                "'s data pointer must be ", fmt(req.alignment_bytes),
                 "-byte aligned for this version's vector loads (storage offset ",
-                t.storage_offset(), ")");
+                fmt(t.storage_offset()), ")");
     const int64_t floats_per_vector = req.alignment_bytes / static_cast<int64_t>(sizeof(float));
     TORCH_CHECK(t.stride(0) % floats_per_vector == 0 && t.stride(1) % floats_per_vector == 0,
                 kOpName, ": ", name, "'s batch and row strides must be multiples of ",
-                floats_per_vector, " floats for this version's vector loads, got ", t.strides());
+                fmt(floats_per_vector), " floats for this version's vector loads, got ",
+                fmt(t.strides()));
   }
 }
 
@@ -72,11 +88,11 @@ at::Tensor causal_attention_impl(const at::Tensor& q, const at::Tensor& k, const
   check_operand(k, "k", q, req);
   check_operand(v, "v", q, req);
   const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
-  TORCH_CHECK(num_heads >= 1, kOpName, ": num_heads must be at least 1, got ", num_heads);
+  TORCH_CHECK(num_heads >= 1, kOpName, ": num_heads must be at least 1, got ", fmt(num_heads));
   TORCH_CHECK(C == num_heads * causal_attention::kHeadDim, kOpName,
-              ": the head dimension must be ", causal_attention::kHeadDim,
-              " (C = num_heads * 64), got C = ", C, " with num_heads = ", num_heads);
-  TORCH_CHECK(B * num_heads <= kInt32Max, kOpName, ": B * num_heads = ", B * num_heads,
+              ": the head dimension must be 64 (C = num_heads * 64), got C = ", fmt(C),
+              " with num_heads = ", fmt(num_heads));
+  TORCH_CHECK(B * num_heads <= kInt32Max, kOpName, ": B * num_heads = ", fmt(B * num_heads),
               " exceeds the grid limit 2^31-1");
 
   at::Tensor out = at::empty({B, T, C}, q.options());  // contiguous
