@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -11,12 +12,14 @@ from gpt2.model import GPT2
 
 
 @torch.inference_mode()
-def greedy_generate(model: GPT2, prompt_ids: list[int], total_tokens: int) -> torch.Tensor:
+def greedy_generate(model: GPT2, prompt_ids: list[int], total_tokens: int,
+                    on_step: Callable[[], None] | None = None) -> torch.Tensor:
     """Exactly `total_tokens` ids (prompt included) as a (1, total_tokens) tensor.
 
     Each step runs the whole sequence (no KV cache) and takes the argmax of the last
     position's logits; nothing stops at end-of-text, and nothing syncs with the host:
-    the new id is written on the device into a preallocated buffer.
+    the new id is written on the device into a preallocated buffer. `on_step` is called
+    after each step (the profiler's step counter uses it).
     """
     device = next(model.parameters()).device
     ids = torch.empty((1, total_tokens), dtype=torch.long, device=device)
@@ -24,6 +27,8 @@ def greedy_generate(model: GPT2, prompt_ids: list[int], total_tokens: int) -> to
     for t in range(len(prompt_ids), total_tokens):
         logits = model(ids[:, :t])  # (1, vocab)
         ids[:, t] = logits.argmax(dim=-1)
+        if on_step is not None:
+            on_step()
     return ids
 
 
