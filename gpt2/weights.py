@@ -105,7 +105,7 @@ def _load_state_dict(directory: Path, config: GPT2Config) -> dict[str, torch.Ten
     state = {}
     for key, tensor in raw.items():
         key = key.removeprefix("transformer.")
-        if key.endswith(("attn.bias", "attn.masked_bias")) or key == "lm_head.weight":
+        if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
             continue
         state[key] = tensor.float()
     return state

@@ -32,8 +32,9 @@ def attention_gpu_share(model: GPT2, attention: AttentionFn, prompt: list[int], 
 
     model.set_attention(profiled)
     try:
+        # acc_events: keep the events of every recorded cycle, not only the last one.
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                     schedule=schedule(wait=PROFILE_EVERY - 2, warmup=1, active=1)) as prof:
+                     schedule=schedule(wait=PROFILE_EVERY - 2, warmup=1, active=1), acc_events=True) as prof:
             greedy_generate(model, prompt, tokens, on_step=prof.step)
             torch.cuda.synchronize()
     finally:

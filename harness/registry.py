@@ -91,7 +91,7 @@ BACKENDS: tuple[Backend, ...] = (
     _version(4, "fast_math", "built with --use_fast_math", build_flags=_FAST_MATH),
     _version(5, "warp_shuffle", "softmax statistics by warp shuffles, in registers",
              build_flags=_FAST_MATH),
-    _version(6, "templated", "template tile sizes, division hoisted, __restrict__",
+    _version(6, "templated", "template tile sizes, division hoisted, restrict pointers",
              build_flags=_FAST_MATH),
     _version(7, "float4", "128-bit vectorized global loads and stores", build_flags=_FAST_MATH),
     _version(8, "o_in_smem", "O accumulated in shared memory, written once",

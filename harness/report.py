@@ -111,10 +111,18 @@ def version_section(r: GpuResults, name: str, previous: str) -> str:
             + _table(["measure", f"`{previous}`", f"`{name}`", "change"], rows))
 
 
+def versions_table() -> str:
+    """The study's steps, straight from the registry."""
+    rows = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, " ".join(f"`{f}`" for f in v.build_flags) or "–",
+             "any row/batch strides" if v.strided_inputs else "contiguous"] for v in versions()]
+    return _table(["version", "step", "extra nvcc flags", "q, k, v layout"], rows)
+
+
 def update_files(results_root: Path = RESULTS_ROOT) -> list[Path]:
     """Rewrite the generated blocks of README.md and versions/*/README.md."""
     gpus = [load(slug, results_root) for slug in gpu_slugs(results_root)]
     written = []
+    README.write_text(replace_block(README.read_text(), "versions", versions_table()))
     body = "\n\n".join(gpu_section(r) for r in gpus) or "_No results committed yet: run `./run_all.sh`._"
     README.write_text(replace_block(README.read_text(), "results", body))
     written.append(README)

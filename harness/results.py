@@ -9,8 +9,9 @@ from pathlib import Path
 from harness.environment import PROVENANCE_FIELDS, same_setup
 from harness.registry import PROJECT_ROOT
 
-RESULTS_ROOT = PROJECT_ROOT / "results"
-PLOTS_ROOT = PROJECT_ROOT / "plots"
+# STUDY_RESULTS_ROOT / STUDY_PLOTS_ROOT redirect a trial run away from the committed folders.
+RESULTS_ROOT = Path(os.environ.get("STUDY_RESULTS_ROOT", PROJECT_ROOT / "results"))
+PLOTS_ROOT = Path(os.environ.get("STUDY_PLOTS_ROOT", PROJECT_ROOT / "plots"))
 
 
 class ResultsFile:

@@ -1,0 +1,73 @@
+"""Our GPT-2 against Hugging Face transformers on a small randomly initialised GPT-2
+saved with save_pretrained (CPU, runs in CI)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpt2.generate import greedy_generate
+from gpt2.weights import build_model, resolve
+from harness import registry
+from harness.attention import attention_fn
+
+transformers = pytest.importorskip("transformers")
+
+LOGITS_TOL = 1e-4  # float32 through 3 small layers: observed differences are ~1e-6
+CPU_BACKENDS = ["naive", "sdpa-math"]
+
+
+@pytest.fixture(scope="module")
+def hf_model_dir(tmp_path_factory):
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=3, n_head=4, n_embd=256, n_positions=128, vocab_size=50257)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    model.save_pretrained(directory, safe_serialization=True)
+    return directory, model
+
+
+def ours(directory, backend: str):
+    source, path = resolve(str(directory), "auto")
+    return build_model(source, path, attention_fn(registry.get(backend)), "cpu")
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_logits_match_transformers(hf_model_dir, backend):
+    directory, hf = hf_model_dir
+    ids = torch.randint(0, 50257, (2, 37), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        expected = hf(ids).logits  # (2, 37, vocab)
+        got = ours(directory, backend)(ids, all_positions=True)
+    diff = (got - expected).abs().max().item()
+    assert diff <= LOGITS_TOL, f"{backend}: max |logit diff| {diff:.2e} > {LOGITS_TOL}"
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_last_position_head_matches_full_head(hf_model_dir, backend):
+    directory, _ = hf_model_dir
+    model = ours(directory, backend)
+    ids = torch.randint(0, 50257, (1, 20), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        assert torch.allclose(model(ids), model(ids, all_positions=True)[:, -1], atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_greedy_continuation_matches_transformers(hf_model_dir, backend):
+    directory, hf = hf_model_dir
+    prompt = [15496, 11, 314, 1101, 257, 3303, 2746, 11]
+    total = 40
+    with torch.inference_mode():
+        expected = hf.generate(torch.tensor([prompt]), max_new_tokens=total - len(prompt),
+                               min_new_tokens=total - len(prompt), do_sample=False, eos_token_id=None,
+                               pad_token_id=0)
+    got = greedy_generate(ours(directory, backend), prompt, total)
+    assert got.shape == (1, total)
+    assert got.tolist() == expected.tolist(), "greedy tokens differ from transformers'"
+
+
+def test_random_weights_are_seeded():
+    source, path = resolve(None, "random")
+    first = build_model(source, path, attention_fn(registry.get("naive")), "cpu")
+    second = build_model(source, path, attention_fn(registry.get("naive")), "cpu")
+    assert source.describe().startswith("random:small")
+    assert torch.equal(first.h[3].mlp.c_fc.weight, second.h[3].mlp.c_fc.weight)
