@@ -9,6 +9,14 @@ from harness import registry
 BACKENDS_HELP = "comma-separated backend names, or 'all' (default); see `python -m harness list`"
 
 
+def _shown(path) -> str:
+    """A path relative to the project when it lies inside it."""
+    try:
+        return str(path.relative_to(registry.PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for b in registry.BACKENDS:
         notes = []
@@ -105,7 +113,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     written = plot_all()
     for path in written:
-        print(f"wrote {path.relative_to(registry.PROJECT_ROOT)}")
+        print(f"wrote {_shown(path)}")
     if not written:
         print("no results to plot under results/")
     return 0
@@ -115,7 +123,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import update_files
 
     for path in update_files():
-        print(f"updated {path.relative_to(registry.PROJECT_ROOT)}")
+        print(f"updated {_shown(path)}")
     return 0
 
 
