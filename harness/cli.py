@@ -189,3 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     except (registry.UnknownBackendError, CommandError) as err:
         print(f"python -m harness: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\npython -m harness: interrupted; every finished row is kept under results/, and the same "
+              "command resumes where this one stopped", file=sys.stderr)
+        return 130
