@@ -10,7 +10,6 @@ from harness.results import RESULTS_ROOT
 
 BACKEND_ORDER = [b.name for b in BACKENDS]
 BASELINES = [b.name for b in BACKENDS if not b.is_version]
-VERSIONS = [b.name for b in BACKENDS if b.is_version]
 
 
 @dataclass
