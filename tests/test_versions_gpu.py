@@ -168,3 +168,20 @@ def test_sdpa_flash_and_cudnn_refuse_float32(backend):
     q = torch.randn(1, 64, 768, device="cuda")
     with pytest.raises(RuntimeError):
         sdpa_attention(q, q, q, 12, backend=backend)
+
+
+@functools.lru_cache(maxsize=1)
+def long_case(T: int = 16385, C: int = 768, H: int = 12):
+    """T past 16384 (the contract's minimum) and off every tile size; the float64
+    reference is computed one head at a time to stay within a few GB."""
+    q, k, v = random_qkv(1, T, C, seed=16385, device="cuda")
+    ref = torch.cat([reference_attention(*(t[..., h * 64:(h + 1) * 64] for t in (q, k, v)), 1)
+                     for h in range(H)], dim=-1)  # (1, T, C) float64
+    return q, k, v, ref
+
+
+@pytest.mark.parametrize("name", VERSIONS)
+def test_long_sequence(version_ops, name):
+    q, k, v, ref = long_case()
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, 12)
+    check(out, ref, f"{name} B=1 T={q.shape[1]} C=768")
