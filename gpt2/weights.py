@@ -90,7 +90,7 @@ def resolve(model_dir: str | None, weights: str, size: str = "small") -> tuple[W
     return WeightsSource("hub", name=weights), snapshot
 
 
-def _load_state_dict(directory: Path, config: GPT2Config) -> dict[str, torch.Tensor]:
+def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -129,7 +129,7 @@ def build_model(source: WeightsSource, directory: Path | None, attention: Attent
     else:
         assert directory is not None
         model = GPT2(config, attention)
-        state = _load_state_dict(directory, config)
+        state = _load_state_dict(directory)
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise ModelDirError(f"{directory}: weights do not match GPT-2 ({len(missing)} missing, "

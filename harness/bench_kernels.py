@@ -13,11 +13,10 @@ from tqdm import tqdm
 
 from harness import environment
 from harness.attention import attention_fn
-from harness.reference import random_qkv
-from harness.registry import Backend, get
+from harness.reference import HEAD_DIM, random_qkv
+from harness.registry import Backend
 from harness.results import kernels_file
 
-HEAD_DIM = 64
 GENERATION_SHAPES = [(1, 12, T) for T in (64, 128, 256, 512, 1024)]  # GPT-2 small, batch 1
 THROUGHPUT_SHAPES = [(8, 12, T) for T in (1024, 2048, 4096)]
 QUICK_SHAPES = [(1, 12, 512), (8, 12, 4096)]
@@ -112,8 +111,3 @@ def run(backends: list[Backend], shapes: list[tuple[int, int, int]], *, reps: in
             progress.set_postfix_str(f"{backend.name} B={B} T={T}: {timing.median:.1f} us")
     progress.close()
 
-
-def reference_available(backends: list[Backend]) -> list[Backend]:
-    """The backends to time, with the ratio's reference added if the user left it out."""
-    names = {b.name for b in backends}
-    return backends if REFERENCE_BACKEND in names else [get(REFERENCE_BACKEND), *backends]

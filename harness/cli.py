@@ -64,12 +64,15 @@ def _require_cuda(args: argparse.Namespace) -> None:
                            "(./run_all.sh --plots-only works without one)")
 
 
-def _gated(args: argparse.Namespace) -> list[registry.Backend]:
-    """The selected backends that pass the correctness gate, plus the unavailable ones
-    (listed in the results as such)."""
+def _gated(args: argparse.Namespace, required: str) -> list[registry.Backend]:
+    """The selected backends, with `required` (the reference the step compares against)
+    added if missing, that pass the correctness gate; plus the unavailable ones (listed
+    in the results as such). The reference is gated like any other backend."""
     from harness.correctness import passing
 
     selected = registry.select(args.backends)
+    if required not in {b.name for b in selected}:
+        selected = [registry.get(required), *selected]
     if args.skip_gate:
         return selected
     passed = {b.name for b in passing(selected)}
@@ -90,7 +93,7 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from harness import bench_kernels
 
     _require_cuda(args)
-    backends = bench_kernels.reference_available(_gated(args))
+    backends = _gated(args, bench_kernels.REFERENCE_BACKEND)
     shapes = bench_kernels.QUICK_SHAPES if args.quick else bench_kernels.GENERATION_SHAPES + bench_kernels.THROUGHPUT_SHAPES
     bench_kernels.run(backends, shapes, reps=args.reps, resume=not args.fresh)
     return 0
@@ -100,9 +103,7 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     from harness import bench_e2e
 
     _require_cuda(args)
-    backends = _gated(args)
-    if "naive" not in {b.name for b in backends}:
-        backends = [registry.get("naive"), *backends]  # the token comparison refers to it
+    backends = _gated(args, "naive")  # the token comparison refers to naive
     tokens = bench_e2e.QUICK_TOKEN_COUNTS if args.quick else bench_e2e.TOKEN_COUNTS
     bench_e2e.run(backends, tokens, repeats=args.repeats, resume=not args.fresh, profile=not args.quick)
     return 0

@@ -10,19 +10,18 @@ from tqdm import tqdm
 
 from harness import environment
 from harness.attention import BackendUnavailableError, attention_fn
-from harness.reference import compare, random_qkv, reference_attention
+from harness.reference import HEAD_DIM, compare, random_qkv, reference_attention
 from harness.registry import Backend
 from harness.results import correctness_file
 
 # (B, T, C): T = 1, partial tiles of every tile size, B > 1, both GPT-2 widths.
 GATE_SHAPES = [(1, 1, 768), (3, 33, 768), (2, 49, 1024), (1, 65, 768), (3, 129, 1024), (2, 513, 768),
                (1, 1024, 768)]
-HEAD_DIM = 64
 
 
-def run_gate(backends: list[Backend], seed: int = 0) -> list[Backend]:
+def run_gate(backends: list[Backend], seed: int = 0, provenance: dict | None = None) -> list[Backend]:
     """Check each backend; write results/<gpu>/correctness.csv; return those that pass."""
-    provenance = environment.collect()
+    provenance = provenance or environment.collect()
     results = correctness_file(environment.gpu_slug(provenance["gpu"]))
     passed = []
     cases = [(B, T, C, *random_qkv(B, T, C, seed=seed + i, device="cuda"))
@@ -69,4 +68,4 @@ def passing(backends: list[Backend]) -> list[Backend]:
                 print(f"{backend.name} failed the correctness gate on this setup; left out")
         else:
             unknown.append(backend)
-    return known + (run_gate(unknown) if unknown else [])
+    return known + (run_gate(unknown, provenance=provenance) if unknown else [])

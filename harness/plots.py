@@ -73,13 +73,12 @@ def e2e_progression(r: GpuResults, out: Path, tokens: int = 512) -> Path | None:
 def kernel_versions(r: GpuResults, out: Path) -> Path | None:
     if r.kernels.empty:
         return None
-    shapes = [s for s in (GEN_SHAPE, THROUGHPUT_SHAPE)
-              if not r.kernels[(r.kernels["B"] == s[0]) & (r.kernels["H"] == s[1]) & (r.kernels["T"] == s[2])].empty]
+    shapes = [s for s in (GEN_SHAPE, THROUGHPUT_SHAPE) if not r.kernel_rows(*s).empty]
     if not shapes:
         return None
     fig, axes = plt.subplots(2, len(shapes), figsize=(6.5 * len(shapes), 8), squeeze=False)
     for col, (B, H, T) in enumerate(shapes):
-        rows = r.kernels[(r.kernels["B"] == B) & (r.kernels["H"] == H) & (r.kernels["T"] == T)]
+        rows = r.kernel_rows(B, H, T)
         colours = [style(b)["color"] for b in rows["backend"]]
         for row_i, (field, label) in enumerate((("us_median", "kernel time (µs, median)"), ("tflops", "TFLOP/s"))):
             ax = axes[row_i][col]

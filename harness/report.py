@@ -34,11 +34,6 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def _kernel_rows(r: GpuResults, B: int, H: int, T: int) -> pd.DataFrame:
-    k = r.kernels
-    return k[(k["B"] == B) & (k["H"] == H) & (k["T"] == T)] if not k.empty else k
-
-
 def e2e_table(r: GpuResults, tokens: int = 512) -> str:
     rows = r.e2e[r.e2e["tokens"] == tokens] if not r.e2e.empty else r.e2e
     if rows.empty:
@@ -62,7 +57,7 @@ def e2e_table(r: GpuResults, tokens: int = 512) -> str:
 
 def kernel_table(r: GpuResults, shape: tuple[int, int, int]) -> str:
     B, H, T = shape
-    rows = _kernel_rows(r, B, H, T)
+    rows = r.kernel_rows(B, H, T)
     if rows.empty:
         return f"_No kernel results at B={B}, T={T} yet._"
     body = [[f"`{x['backend']}`", f"{x['us_median']:.1f}", f"{x['us_min']:.1f}–{x['us_max']:.1f}",
@@ -101,8 +96,8 @@ def version_section(r: GpuResults, name: str, previous: str) -> str:
     rows = []
     for label, frame, field, fmt in (
             ("512-token generation (s)", e2e, "seconds_median", "{:.3f}"),
-            (f"kernel µs, B={GEN_SHAPE[0]} T={GEN_SHAPE[2]}", _kernel_rows(r, *GEN_SHAPE), "us_median", "{:.1f}"),
-            (f"kernel µs, B={THROUGHPUT_SHAPE[0]} T={THROUGHPUT_SHAPE[2]}", _kernel_rows(r, *THROUGHPUT_SHAPE),
+            (f"kernel µs, B={GEN_SHAPE[0]} T={GEN_SHAPE[2]}", r.kernel_rows(*GEN_SHAPE), "us_median", "{:.1f}"),
+            (f"kernel µs, B={THROUGHPUT_SHAPE[0]} T={THROUGHPUT_SHAPE[2]}", r.kernel_rows(*THROUGHPUT_SHAPE),
              "us_median", "{:.1f}")):
         before, after = _value(frame, previous, field), _value(frame, name, field)
         rows.append([label, "–" if before is None else fmt.format(before), "–" if after is None else fmt.format(after),

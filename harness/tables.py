@@ -20,6 +20,11 @@ class GpuResults:
     e2e: pd.DataFrame  # status == ok rows, latest per (backend, tokens)
     unavailable: dict[str, str]  # backend -> reason, from status rows
 
+    def kernel_rows(self, B: int, H: int, T: int) -> pd.DataFrame:
+        """The kernel rows of one shape (empty when there are none)."""
+        k = self.kernels
+        return k[(k["B"] == B) & (k["H"] == H) & (k["T"] == T)] if not k.empty else k
+
     def provenance_line(self) -> str:
         frames = [f for f in (self.kernels, self.e2e) if not f.empty]
         if not frames:
