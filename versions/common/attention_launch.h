@@ -1,7 +1,7 @@
 // The interface between a version's kernel file (attention.cu, plain CUDA) and the
 // torch glue (torch_glue.cpp, written once for every version).
 //
-// Every version's attention.cu defines the three functions declared at the bottom.
+// Every version's attention.cu defines the four functions declared at the bottom.
 // Nothing here includes a torch header, so `nvcc -c attention.cu` compiles on its own.
 #pragma once
 
@@ -40,6 +40,37 @@ struct Requirements {
 };
 
 Requirements requirements();
+
+// What a launcher needs to know about the GPU. launch() reads it from the device with
+// query_limits(); the compile check, which has no GPU, fills it in by hand.
+struct DeviceLimits {
+  int smem_per_block;        // default dynamic shared-memory limit per block (48 KB so far)
+  int smem_per_block_optin;  // the limit a kernel may opt in to (227 KB on Hopper)
+  int sm_count;              // streaming multiprocessors
+};
+
+inline cudaError_t query_limits(int device, DeviceLimits* limits) {
+  cudaError_t err = cudaDeviceGetAttribute(&limits->smem_per_block,
+                                           cudaDevAttrMaxSharedMemoryPerBlock, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&limits->smem_per_block_optin,
+                                 cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&limits->sm_count, cudaDevAttrMultiProcessorCount, device);
+  return err;
+}
+
+// The main kernel's launch: grid, block and dynamic shared memory per block.
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  size_t smem_bytes;
+};
+
+// The launch configuration for these arguments on a GPU with these limits. Pure host
+// arithmetic (no CUDA call), so that the compile check can print it without a GPU;
+// launch() uses the same function, so what it prints is what runs.
+LaunchConfig launch_config(const Args& args, const DeviceLimits& limits);
 
 // Scratch memory this version needs for these arguments (torch's caching allocator
 // provides it; the kernel file never calls cudaMalloc).
