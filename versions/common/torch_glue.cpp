@@ -2,8 +2,8 @@
 // allocation, the current stream, and registration of the op in the version's own
 // namespace. Compiled once per version with -DATTN_NAMESPACE=<namespace>; the kernel
 // file it links against (attention.cu) defines causal_attention::{requirements,
-// workspace_bytes, launch}. The fake (meta) kernel is registered from Python
-// (versions/common/fake.py) because it must work with symbolic shapes.
+// launch_config, workspace_bytes, launch}. The fake (meta) kernel is registered from
+// Python (register_fake in harness/extension.py) because it must work with symbolic shapes.
 #include "attention_launch.h"
 
 #include <ATen/ATen.h>

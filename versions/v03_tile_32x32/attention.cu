@@ -17,9 +17,6 @@ namespace {
 
 constexpr int kThreadsX = 32;  // blockDim.x: threads stepping along a row (columns of S, of O)
 constexpr int kThreadsY = 32;  // blockDim.y: threads stepping down the tile (rows)
-// K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
-// 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
-// banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
 static_assert(kThreadsX == 32,
               "each row of S is handled by one warp: the statistics update uses __syncwarp");
 
@@ -53,6 +50,9 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel
                                         float* out, float* m_global, float* l_global, int T,
                                         int H, int d, int B_r, int B_c, float scale) {
   extern __shared__ float smem[];
+  // K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
+  // 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
+  // banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
   const int K_pitch = d + 1;  // row pitch of K_s, padded
   float* Q_s = smem;           // [B_r][d]
   float* K_s = Q_s + B_r * d;        // [B_c][K_pitch]

@@ -20,9 +20,6 @@ namespace {
 
 constexpr int kThreadsX = 32;  // blockDim.x: threads stepping along a row (columns of S, of O)
 constexpr int kThreadsY = 32;  // blockDim.y: threads stepping down the tile (rows)
-// K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
-// 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
-// banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
 static_assert(kThreadsX == 32,
               "each row of S is handled by one warp: its statistics are reduced with warp shuffles");
 
@@ -70,13 +67,16 @@ __device__ float warp_sum(float value) {
 // template parameter would build one kernel per model width and refuse all others.
 // __restrict__ promises that q, k, v and out never alias, so loads can use the
 // read-only path and be reordered freely.
-template <int d, int B_r, int B_c>
 // __launch_bounds__ caps registers so that a block of this size can always launch.
+template <int d, int B_r, int B_c>
 __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* __restrict__ q,
                                         const float* __restrict__ k,
                                         const float* __restrict__ v, float* __restrict__ out,
                                         int T, int H, float scale) {
   extern __shared__ float smem[];
+  // K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
+  // 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
+  // banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
   constexpr int K_pitch = d + 1;  // row pitch of K_s, padded
   float* Q_s = smem;           // [B_r][d]
   float* K_s = Q_s + B_r * d;        // [B_c][K_pitch]
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel
 
 Requirements requirements() { return {/*strided_inputs=*/false, /*alignment_bytes=*/4}; }
 
-size_t workspace_bytes(const Args&) { return 0; }  // m and l live in registers now
+size_t workspace_bytes(const Args&) { return 0; }  // m and l live in registers
 
 LaunchConfig launch_config(const Args& a, const DeviceLimits&) {
   const Tiles t = kTiles;

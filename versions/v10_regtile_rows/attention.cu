@@ -22,9 +22,6 @@ constexpr int kThreadsX = 16;  // blockDim.x: threads along a row (2 columns of 
 constexpr int kThreadsY = 32;  // blockDim.y: threads down the tile (two rows each)
 constexpr int kColsPerThread = 2;  // the register tile: columns x and x + 16 of S_ij ...
 constexpr int kRowsPerThread = 2;  // ... in rows y and y + 32
-// K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
-// 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
-// banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
 static_assert(kThreadsX == 16,
               "each row of S is handled by a half-warp: its statistics are reduced with shuffles "
               "over 16 lanes");
@@ -77,13 +74,18 @@ __device__ float row_sum(float value) {
 // template parameter would build one kernel per model width and refuse all others.
 // __restrict__ promises that q, k, v and out never alias, so loads can use the
 // read-only path and be reordered freely.
-template <int d, int B_r, int B_c>
 // __launch_bounds__ caps registers so that a block of this size can always launch.
+template <int d, int B_r, int B_c>
 __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* __restrict__ q,
                                         const float* __restrict__ k,
                                         const float* __restrict__ v, float* __restrict__ out,
                                         int T, int H, float scale) {
   extern __shared__ __align__(16) float smem[];
+  // K_s rows are d + 1 floats apart. In S = Q K^T a warp reads K_s[c][x] for one x and 16
+  // consecutive c: lane tx of either half-warp reads row c0 = tx (then c1 = tx + 16), so the
+  // two halves read the same 16 words. With a row pitch of d = 64 floats (a multiple of the
+  // 32 banks) the 16 words lie in one bank, a 16-way conflict; with d + 1 they lie in 16
+  // different banks.
   constexpr int K_pitch = d + 1;  // row pitch of K_s, padded
   constexpr int kThreads = kThreadsX * kThreadsY;
   constexpr int kVecPerRow = d / 4;  // float4s in a row of Q, K or V
@@ -237,7 +239,7 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel
 // float4 loads need 16-byte aligned rows: the glue checks the pointers and strides.
 Requirements requirements() { return {/*strided_inputs=*/false, /*alignment_bytes=*/16}; }
 
-size_t workspace_bytes(const Args&) { return 0; }  // m and l live in registers now
+size_t workspace_bytes(const Args&) { return 0; }  // m and l live in registers
 
 LaunchConfig launch_config(const Args& a, const DeviceLimits&) {
   const Tiles t = kTiles;
