@@ -50,8 +50,8 @@ struct DeviceLimits {
 };
 
 inline cudaError_t query_limits(int device, DeviceLimits* limits) {
-  cudaError_t err = cudaDeviceGetAttribute(&limits->smem_per_block,
-                                           cudaDevAttrMaxSharedMemoryPerBlock, device);
+  cudaError_t err =
+      cudaDeviceGetAttribute(&limits->smem_per_block, cudaDevAttrMaxSharedMemoryPerBlock, device);
   if (err == cudaSuccess)
     err = cudaDeviceGetAttribute(&limits->smem_per_block_optin,
                                  cudaDevAttrMaxSharedMemoryPerBlockOptin, device);

@@ -44,10 +44,12 @@ std::string fmt(c10::IntArrayRef values) {
 }
 
 // Checks one of q, k, v against the op contract and the version's requirements.
-void check_operand(const at::Tensor& t, const char* name, const at::Tensor& q,
+void check_operand(const at::Tensor& t,
+                   const char* name,
+                   const at::Tensor& q,
                    const causal_attention::Requirements& req) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat, kOpName, ": ", name,
-              " must be float32, got ", c10::toString(t.scalar_type()));
+  TORCH_CHECK(t.scalar_type() == at::kFloat, kOpName, ": ", name, " must be float32, got ",
+              c10::toString(t.scalar_type()));
   TORCH_CHECK(t.is_cuda(), kOpName, ": ", name, " must be a CUDA tensor, got one on ",
               t.device().str());
   TORCH_CHECK(t.dim() == 3, kOpName, ": ", name, " must be 3-D (B, T, C), got shape ",
@@ -69,8 +71,8 @@ void check_operand(const at::Tensor& t, const char* name, const at::Tensor& q,
               "); the kernels index within a batch item with 32-bit ints");
   if (req.alignment_bytes > 1) {
     const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
-    TORCH_CHECK(address % req.alignment_bytes == 0, kOpName, ": ", name,
-                "'s data pointer must be ", fmt(req.alignment_bytes),
+    TORCH_CHECK(address % req.alignment_bytes == 0, kOpName, ": ", name, "'s data pointer must be ",
+                fmt(req.alignment_bytes),
                 "-byte aligned for this version's vector loads (storage offset ",
                 fmt(t.storage_offset()), ")");
     const int64_t floats_per_vector = req.alignment_bytes / static_cast<int64_t>(sizeof(float));
@@ -81,7 +83,9 @@ void check_operand(const at::Tensor& t, const char* name, const at::Tensor& q,
   }
 }
 
-at::Tensor causal_attention_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+at::Tensor causal_attention_impl(const at::Tensor& q,
+                                 const at::Tensor& k,
+                                 const at::Tensor& v,
                                  int64_t num_heads) {
   const causal_attention::Requirements req = causal_attention::requirements();
   check_operand(q, "q", q, req);

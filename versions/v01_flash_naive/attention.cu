@@ -36,9 +36,9 @@ Tiles tiles_from_budget(int smem_budget_bytes) {
 }
 
 size_t smem_bytes(Tiles t) {
-  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim  // Q_i
-                          + 2 * static_cast<size_t>(t.B_c) * kHeadDim  // K_j, V_j
-                          + static_cast<size_t>(t.B_r) * t.B_c);  // S_ij
+  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim          // Q_i
+                          + 2 * static_cast<size_t>(t.B_c) * kHeadDim    // K_j, V_j
+                          + static_cast<size_t>(t.B_r) * t.B_c);         // S_ij
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -50,14 +50,24 @@ __device__ int unmasked_cols(int row, int col0, int cols) {
 }
 
 // __launch_bounds__ caps registers so that a block of this size can always launch.
-__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* q, const float* k, const float* v,
-                                        float* out, float* m_global, float* l_global, int T,
-                                        int H, int d, int B_r, int B_c, float scale) {
+__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(
+    const float* q,
+    const float* k,
+    const float* v,
+    float* out,
+    float* m_global,
+    float* l_global,
+    int T,
+    int H,
+    int d,
+    int B_r,
+    int B_c,
+    float scale) {
   extern __shared__ float smem[];
-  float* Q_s = smem;           // [B_r][d]
-  float* K_s = Q_s + B_r * d;  // [B_c][d]
-  float* V_s = K_s + B_c * d;  // [B_c][d]
-  float* S_s = V_s + B_c * d;  // [B_r][B_c]
+  float* Q_s = smem;                 // [B_r][d]
+  float* K_s = Q_s + B_r * d;        // [B_c][d]
+  float* V_s = K_s + B_c * d;        // [B_c][d]
+  float* S_s = V_s + B_c * d;        // [B_r][B_c]
 
   const int C = H * d;
   const int b = blockIdx.x / H;

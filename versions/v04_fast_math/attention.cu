@@ -33,10 +33,10 @@ struct Tiles {
 constexpr Tiles kTiles = {/*B_r=*/kThreadsY, /*B_c=*/kThreadsX};
 
 size_t smem_bytes(Tiles t) {
-  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim  // Q_i
+  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim          // Q_i
                           + static_cast<size_t>(t.B_c) * (kHeadDim + 1)  // K_j, padded
-                          + static_cast<size_t>(t.B_c) * kHeadDim  // V_j
-                          + static_cast<size_t>(t.B_r) * t.B_c);  // S_ij
+                          + static_cast<size_t>(t.B_c) * kHeadDim        // V_j
+                          + static_cast<size_t>(t.B_r) * t.B_c);         // S_ij
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -48,18 +48,28 @@ __device__ int unmasked_cols(int row, int col0, int cols) {
 }
 
 // __launch_bounds__ caps registers so that a block of this size can always launch.
-__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* q, const float* k, const float* v,
-                                        float* out, float* m_global, float* l_global, int T,
-                                        int H, int d, int B_r, int B_c, float scale) {
+__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(
+    const float* q,
+    const float* k,
+    const float* v,
+    float* out,
+    float* m_global,
+    float* l_global,
+    int T,
+    int H,
+    int d,
+    int B_r,
+    int B_c,
+    float scale) {
   extern __shared__ float smem[];
   // K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
   // 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
   // banks) all 32 reads hit one bank; with d + 1 they hit 32 different banks.
   const int K_pitch = d + 1;  // row pitch of K_s, padded
-  float* Q_s = smem;           // [B_r][d]
+  float* Q_s = smem;                 // [B_r][d]
   float* K_s = Q_s + B_r * d;        // [B_c][K_pitch]
   float* V_s = K_s + B_c * K_pitch;  // [B_c][d]
-  float* S_s = V_s + B_c * d;  // [B_r][B_c]
+  float* S_s = V_s + B_c * d;        // [B_r][B_c]
 
   const int C = H * d;
   const int b = blockIdx.x / H;

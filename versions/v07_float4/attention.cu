@@ -20,7 +20,7 @@ namespace {
 constexpr int kThreadsX = 32;  // blockDim.x: threads stepping along a row (columns of S, of O)
 constexpr int kThreadsY = 32;  // blockDim.y: threads stepping down the tile (rows)
 static_assert(kThreadsX == 32,
-              "each row of S is handled by one warp: its statistics are reduced with warp shuffles");
+              "each row of S is handled by one warp: its statistics are reduced with shuffles");
 
 struct Tiles {
   int B_r;  // query rows per tile
@@ -35,10 +35,10 @@ static_assert(kTiles.B_r == kThreadsY && kTiles.B_c == kThreadsX,
               "thread (x, y) owns S_ij[y][x]: warp y owns row y and keeps its statistics");
 
 size_t smem_bytes(Tiles t) {
-  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim  // Q_i
+  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim          // Q_i
                           + static_cast<size_t>(t.B_c) * (kHeadDim + 1)  // K_j, padded
-                          + static_cast<size_t>(t.B_c) * kHeadDim  // V_j
-                          + static_cast<size_t>(t.B_r) * t.B_c);  // S_ij
+                          + static_cast<size_t>(t.B_c) * kHeadDim        // V_j
+                          + static_cast<size_t>(t.B_r) * t.B_c);         // S_ij
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -68,10 +68,14 @@ __device__ float warp_sum(float value) {
 // read-only path and be reordered freely.
 // __launch_bounds__ caps registers so that a block of this size can always launch.
 template <int d, int B_r, int B_c>
-__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* __restrict__ q,
-                                        const float* __restrict__ k,
-                                        const float* __restrict__ v, float* __restrict__ out,
-                                        int T, int H, float scale) {
+__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(
+    const float* __restrict__ q,
+    const float* __restrict__ k,
+    const float* __restrict__ v,
+    float* __restrict__ out,
+    int T,
+    int H,
+    float scale) {
   extern __shared__ __align__(16) float smem[];
   // K_s rows are d + 1 floats apart. In S = Q K^T the 32 lanes of a warp read K_s[c][x] for
   // 32 consecutive c and one x: with a row pitch of d = 64 floats (a multiple of the 32
@@ -83,10 +87,10 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel
   static_assert((B_r * d + B_c * K_pitch) % 4 == 0, "V_s must start 16-byte aligned");
   static_assert(d == 2 * kThreadsX, "each lane updates two adjacent columns of O (a float2)");
   const int tid = threadIdx.y * kThreadsX + threadIdx.x;
-  float* Q_s = smem;           // [B_r][d]
+  float* Q_s = smem;                 // [B_r][d]
   float* K_s = Q_s + B_r * d;        // [B_c][K_pitch]
   float* V_s = K_s + B_c * K_pitch;  // [B_c][d]
-  float* S_s = V_s + B_c * d;  // [B_r][B_c]
+  float* S_s = V_s + B_c * d;        // [B_r][B_c]
 
   const int C = H * d;
   const int b = blockIdx.x / H;

@@ -4,9 +4,9 @@
 //
 // One thread block computes one tile of B_r query rows of one (batch, head): Q_i stays
 // in shared memory while the block walks over the key/value tiles K_j, V_j (j < T_c)
-// left of the diagonal. Row r of the tile belongs to one half-warp (16 lanes) for the
-// whole kernel, so the running softmax statistics m (row max) and l (row sum of
-// exponentials) live in its registers and are reduced across its lanes with shuffles. The output O_i is
+// left of the diagonal. Row r of the tile belongs to one half-warp (16 lanes) for the whole
+// kernel, so the running softmax statistics m (row max) and l (row sum of exponentials)
+// live in its registers and are reduced across its lanes with shuffles. The output O_i is
 // rescaled and accumulated in shared memory and stored once the last tile is done.
 //
 // Causal shortcuts: tiles entirely right of the diagonal are never loaded, and within
@@ -38,11 +38,11 @@ static_assert(kTiles.B_r == kThreadsY && kTiles.B_c == kColsPerThread * kThreads
               "thread (x, y) owns S_ij[y][x] and S_ij[y][x + 16]: half-warp y owns row y");
 
 size_t smem_bytes(Tiles t) {
-  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim  // Q_i
+  return sizeof(float) * (static_cast<size_t>(t.B_r) * kHeadDim          // Q_i
                           + static_cast<size_t>(t.B_c) * (kHeadDim + 1)  // K_j, padded
-                          + static_cast<size_t>(t.B_c) * kHeadDim  // V_j
-                          + static_cast<size_t>(t.B_r) * t.B_c    // S_ij
-                          + static_cast<size_t>(t.B_r) * kHeadDim);  // O_i
+                          + static_cast<size_t>(t.B_c) * kHeadDim        // V_j
+                          + static_cast<size_t>(t.B_r) * t.B_c           // S_ij
+                          + static_cast<size_t>(t.B_r) * kHeadDim);      // O_i
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -73,10 +73,14 @@ __device__ float row_sum(float value) {
 // read-only path and be reordered freely.
 // __launch_bounds__ caps registers so that a block of this size can always launch.
 template <int d, int B_r, int B_c>
-__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(const float* __restrict__ q,
-                                        const float* __restrict__ k,
-                                        const float* __restrict__ v, float* __restrict__ out,
-                                        int T, int H, float scale) {
+__global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel(
+    const float* __restrict__ q,
+    const float* __restrict__ k,
+    const float* __restrict__ v,
+    float* __restrict__ out,
+    int T,
+    int H,
+    float scale) {
   extern __shared__ __align__(16) float smem[];
   // K_s rows are d + 1 floats apart. In S = Q K^T a warp reads K_s[c][x] for one x and 16
   // consecutive c: lane tx of either half-warp reads row c0 = tx (then c1 = tx + 16), so the
@@ -92,11 +96,11 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY) causal_attention_kernel
                 "O_s must start 16-byte aligned");
   static_assert(d == 4 * kThreadsX, "each lane updates four adjacent columns of O (a float4)");
   const int tid = threadIdx.y * kThreadsX + threadIdx.x;
-  float* Q_s = smem;           // [B_r][d]
+  float* Q_s = smem;                 // [B_r][d]
   float* K_s = Q_s + B_r * d;        // [B_c][K_pitch]
   float* V_s = K_s + B_c * K_pitch;  // [B_c][d]
-  float* S_s = V_s + B_c * d;  // [B_r][B_c]
-  float* O_s = S_s + B_r * B_c;  // [B_r][d]
+  float* S_s = V_s + B_c * d;        // [B_r][B_c]
+  float* O_s = S_s + B_r * B_c;      // [B_r][d]
 
   const int C = H * d;
   const int b = blockIdx.x / H;
