@@ -21,7 +21,6 @@ import inspect
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -208,6 +207,9 @@ def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: 
     _warm_up_on(stream, model, plan)
     start = torch.cuda.Event(enable_timing=True, external=True)
     marks = {n: torch.cuda.Event(enable_timing=True, external=True) for n in plan.token_counts}
+    for event in (start, *marks.values()):
+        event.record()  # creates the CUDA event now rather than inside the capture
+    torch.cuda.synchronize(device)
 
     def step(n: int) -> None:
         if n in marks:
@@ -253,7 +255,3 @@ def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_re
         seconds[n] = Spread(tuple(values))
     return GraphTiming(seconds, token_ids, GRAPH_PER_LENGTH)
 
-
-def same_prefix(ids: Sequence[int], tokens: int) -> tuple[int, ...]:
-    """The first `tokens` ids: what a generation of `tokens` total tokens produces."""
-    return tuple(ids[:tokens])

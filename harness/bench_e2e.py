@@ -167,7 +167,7 @@ def _print_last(backend: Backend, row: E2ERow) -> None:
 
 def run(backends: Sequence[Backend], token_counts: Sequence[int], *, source: ModelSource, results_dir: Path,
         resume: bool = True, excluded: dict[str, str] | None = None,
-        device: torch.device = torch.device("cuda")) -> Path:
+        device: torch.device) -> Path:
     """Time generation for every backend; one CSV row per (backend, length); returns the file.
 
     The tokens reference is measured first (added if missing) unless its rows exist.

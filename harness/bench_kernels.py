@@ -51,7 +51,7 @@ def measured_row(backend: str, shape: Shape, timing: CallTiming, reference_us: f
 
 
 def run(backends: Sequence[Backend], shapes: Sequence[Shape], *, results_dir: Path, resume: bool = True,
-        excluded: dict[str, str] | None = None, device: torch.device = torch.device("cuda")) -> Path:
+        excluded: dict[str, str] | None = None, device: torch.device) -> Path:
     """Time every backend at every shape; append one row per measurement; returns the file.
 
     excluded: backends left out before this step (e.g. failed the correctness gate) and

@@ -54,7 +54,7 @@ def _check(backends: Sequence[Backend], device: torch.device, path: Path, proven
 
 
 def run_gate(backends: Sequence[Backend], *, results_dir: Path, resume: bool = True,
-             device: torch.device = torch.device("cuda")) -> GateResult:
+             device: torch.device) -> GateResult:
     """The backends that pass the gate on this setup. Stored rows of this setup are
     reused (resume); backends without them are checked now. Backends that cannot run
     here are left out with their reason."""

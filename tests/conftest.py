@@ -40,3 +40,17 @@ def version_ops() -> VersionOps:
     failed = [r for r in results if not r.ok]
     assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)
     return VersionOps({v.name: load_op(v) for v in runnable}, unavailable)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def attention_or_skip():
+    """fn(name) -> the backend's attention on the GPU; a backend this GPU cannot run skips
+    the test, saying why."""
+    def attention(name: str):
+        backend = registry.get(name)
+        reason = backend.why_unavailable(Target.of("cuda"))
+        if reason:
+            pytest.skip(f"{name}: {reason}")
+        return backend.attention("cuda")
+
+    return attention

@@ -9,8 +9,15 @@ import pytest
 from backends import registry
 from backends.extension import find_nvcc
 from backends.registry import CudaVersion
-from harness.compile_check import (H100, CompileError, LaunchConfig, check_version, compile_probe,
-                                   compile_version, probe_launch)
+from harness.compile_check import (
+    H100,
+    CompileError,
+    LaunchConfig,
+    check_version,
+    compile_probe,
+    compile_version,
+    probe_launch,
+)
 from harness.study import Shape
 
 NVCC = find_nvcc()
@@ -38,7 +45,7 @@ def test_the_probe_prints_the_launch_configuration(probe_obj, tmp_path):
 def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tmp_path):
     """The first and the last version (CI's compile check covers them all)."""
     report = check_version(NVCC, version, ["sm_90", "sm_75"], probe_obj, tmp_path)
-    for arch, resources in report.resources.items():
+    for resources in report.resources.values():
         assert not isinstance(resources, str), resources
         # A block of up to 1024 threads must fit the 64K-register file: at most 64 per thread.
         assert 0 < resources.registers <= 64, resources

@@ -22,12 +22,12 @@ PROMPT = (15496, 11, 314, 1101, 257, 3303, 2746, 11)
 COUNTS = (10, 12, 13)
 
 
-def tiny_model(attention, device: torch.device = torch.device("cpu")) -> GPT2:
+def tiny_model(attention, device: torch.device | None = None) -> GPT2:
     model = GPT2(GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=32), attention)
     generator = torch.Generator().manual_seed(0)
     for p in model.parameters():
         p.data.normal_(0.0, 0.5, generator=generator)  # large enough for attention to matter
-    return model.to(device).eval().requires_grad_(False)
+    return model.to(device or "cpu").eval().requires_grad_(False)
 
 
 TINY = bench_e2e.ModelSource(tiny_model, "tiny:test")

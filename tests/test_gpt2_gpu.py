@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from backends import registry
-from backends.registry import Target
 from gpt2.generate import greedy_generate
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import build_model, resolve
@@ -18,12 +17,6 @@ LOGITS_TOL = 1e-3  # max |logit - reference's|: float32 through 12 layers stays 
 REFERENCE = registry.TOKENS_REFERENCE
 OTHERS = [b.name for b in registry.BACKENDS if not b.unsupported and b.name != REFERENCE]
 
-
-def attention_or_skip(name: str):
-    reason = registry.get(name).why_unavailable(Target.of("cuda"))
-    if reason:
-        pytest.skip(f"{name}: {reason}")
-    return registry.get(name).attention("cuda")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +30,7 @@ def reference_run():
 
 
 @pytest.fixture
-def model_with(reference_run, version_ops):
+def model_with(reference_run, version_ops, attention_or_skip):
     """Swap a backend into the shared model for one test, and back."""
     model = reference_run[0]
     reference = model.attention

@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from backends import registry
-from backends.extension import Arch, archs_for, parse_arch_list, BuildSetupError
-from backends.registry import VERSIONS_DIR, Target, _FAST_MATH, _version
+from backends.extension import Arch, BuildSetupError, archs_for, parse_arch_list
+from backends.registry import _FAST_MATH, VERSIONS_DIR, Target, _version
 from harness import cli as harness_cli
 from harness.compile_check import skip_reason
 from harness.results import E2ERow, KernelRow
