@@ -77,7 +77,6 @@ class Sweep:
                                   if name == registry.TOKENS_REFERENCE and row.tokens_sha256}
         self._floor: dict[int, float] | None = None
         self._floor_error: str | None = None
-        self._warm = False
 
     @property
     def on_cuda(self) -> bool:
@@ -103,9 +102,7 @@ class Sweep:
     def measure(self, backend: Backend) -> tuple[EagerTiming, GraphTiming | None, str | None]:
         self.model.set_attention(backend.attention(self.device))
         greedy_generate(self.model, self.plan.prompt_ids, self.plan.prompt_len + WARMUP_TOKENS)
-        # The first backend's run also warms up the model at every length (cuBLAS heuristics).
-        eager = time_eager(self.model, self.plan, runs=EAGER_RUNS, warmup_runs=0 if self._warm else 1)
-        self._warm = True
+        eager = time_eager(self.model, self.plan, runs=EAGER_RUNS)
         if not self.on_cuda:
             return eager, None, EAGER_ONLY_ON_CPU
         try:
