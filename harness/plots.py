@@ -76,7 +76,7 @@ def _model_title(rows: Sequence[E2ERow]) -> str:
             f"prompt, no KV cache")
 
 
-def e2e_time_vs_tokens(r: GpuResults, out: Path) -> Path | None:
+def e2e_time_vs_tokens(r: GpuResults, path: Path) -> Path | None:
     if not r.e2e:
         return None
     fig = Figure(figsize=(13, 6))
@@ -104,7 +104,7 @@ def e2e_time_vs_tokens(r: GpuResults, out: Path) -> Path | None:
     first = r.e2e[0]
     note = (f"Points: median; whiskers: min to max over {first.replays or '–'} graph replays (left) and "
             f"{first.eager_runs} eager runs (right). Both axes logarithmic.")
-    return _finish(fig, note, r.provenance_line(), out / "e2e_time_vs_tokens.png")
+    return _finish(fig, note, r.provenance_line(), path)
 
 
 def _version_series(ax: Axes, rows: Sequence[KernelRow | E2ERow], field: str, fallback: str | None = None) -> None:
@@ -146,7 +146,7 @@ def _figure_legend(fig: Figure, axes: Sequence[Axes]) -> None:
     fig.legend(list(seen.values()), list(seen), fontsize=7.5, loc="upper right", bbox_to_anchor=(0.995, 0.93))
 
 
-def progression(r: GpuResults, out: Path) -> Path | None:
+def progression(r: GpuResults, path: Path) -> Path | None:
     """v01 to the last version against the baselines (sdpa-efficient in bold)."""
     panels: list[tuple[str, Callable[[Axes], None]]] = []
     for shape in HEADLINE_SHAPES:
@@ -175,10 +175,10 @@ def progression(r: GpuResults, out: Path) -> Path | None:
                  f"bold) — {r.gpu}")
     note = ("Points: median device time per call (kernel: CUDA-graph replays of L2 flush + call, minus the "
             "flushes) or per generation (graph replays); whiskers: min to max over the replays.")
-    return _finish(fig, note, r.provenance_line(), out / "progression.png")
+    return _finish(fig, note, r.provenance_line(), path)
 
 
-def kernel_headline(r: GpuResults, out: Path) -> Path | None:
+def kernel_headline(r: GpuResults, path: Path) -> Path | None:
     """Every backend at the headline shapes: device time (filled) and call time (hollow)."""
     shapes = [s for s in HEADLINE_SHAPES if r.kernel_rows(s)]
     if not shapes:
@@ -204,10 +204,10 @@ def kernel_headline(r: GpuResults, out: Path) -> Path | None:
     fig.suptitle(f"Attention forward, float32 — {r.gpu}")
     note = ("Filled: device time per call (median; whiskers min to max over CUDA-graph replays); hollow: call time "
             "(CUDA events around one eager call, what a Python caller pays).")
-    return _finish(fig, note, r.provenance_line(), out / "kernel_headline.png")
+    return _finish(fig, note, r.provenance_line(), path)
 
 
-def kernel_time_vs_t(r: GpuResults, out: Path) -> Path | None:
+def kernel_time_vs_t(r: GpuResults, path: Path) -> Path | None:
     batches = sorted({x.B for x in r.kernels})
     if not batches:
         return None
@@ -232,10 +232,10 @@ def kernel_time_vs_t(r: GpuResults, out: Path) -> Path | None:
     fig.suptitle(f"Attention kernel device time against sequence length — {r.gpu}")
     note = ("Medians of CUDA-graph replays (L2 flushed before each call); both axes logarithmic. A backend without "
             "device time (not capturable) is missing here: the README's notes say why.")
-    return _finish(fig, note, r.provenance_line(), out / "kernel_time_vs_T.png")
+    return _finish(fig, note, r.provenance_line(), path)
 
 
-def peak_memory_vs_tokens(r: GpuResults, out: Path) -> Path | None:
+def peak_memory_vs_tokens(r: GpuResults, path: Path) -> Path | None:
     rows = [x for x in r.e2e if x.peak_memory_bytes]
     if not rows:
         return None
@@ -252,7 +252,7 @@ def peak_memory_vs_tokens(r: GpuResults, out: Path) -> Path | None:
     ax.grid(alpha=0.3)
     _legend(ax)
     note = "torch's allocator peak up to each length in the eager runs; the axis starts at zero."
-    return _finish(fig, note, r.provenance_line(), out / "peak_memory_vs_tokens.png")
+    return _finish(fig, note, r.provenance_line(), path)
 
 
 # Per-GPU figures, in the README's order: file name -> drawing function.
@@ -265,7 +265,7 @@ FIGURES: dict[str, Callable[[GpuResults, Path], Path | None]] = {
 }
 
 
-def gpu_comparison(gpus: Sequence[GpuResults], out: Path) -> Path | None:
+def gpu_comparison(gpus: Sequence[GpuResults], path: Path) -> Path | None:
     """The GPUs side by side: 512-token GPU time and kernel device time at the headline shapes."""
     measures: list[tuple[str, str, Callable[[GpuResults, str], tuple[float, float, float] | None]]] = []
 
@@ -308,11 +308,12 @@ def gpu_comparison(gpus: Sequence[GpuResults], out: Path) -> Path | None:
     fig.suptitle("The GPUs side by side (each GPU's own sweep; numbers never mixed)")
     note = "Points: median; whiskers: min to max over CUDA-graph replays."
     provenance = " | ".join(r.provenance_line() for r in gpus)
-    return _finish(fig, note, provenance, out / GPU_COMPARISON)
+    return _finish(fig, note, provenance, path)
 
 
 def plot_all(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
     """Every figure for every GPU, and the comparison when there are several GPUs."""
-    written = [p for r in gpus for figure in FIGURES.values() if (p := figure(r, plots_dir / r.slug)) is not None]
-    comparison = gpu_comparison(gpus, plots_dir)
+    written = [p for r in gpus for name, figure in FIGURES.items()
+               if (p := figure(r, plots_dir / r.slug / name)) is not None]
+    comparison = gpu_comparison(gpus, plots_dir / GPU_COMPARISON)
     return written + ([comparison] if comparison else [])
