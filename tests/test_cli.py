@@ -103,6 +103,26 @@ def test_ctrl_c_says_interrupted(monkeypatch, capsys):
     assert err.strip() == "python -m gpt2: interrupted"
 
 
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    transformers = pytest.importorskip("transformers")
+    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)) \
+        .save_pretrained(directory)
+    return str(directory)
+
+
+def test_progress_bar_on_a_terminal_only(tiny_model_dir, monkeypatch, capsys):
+    argv = ["--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12", "--repeats", "1"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert gpt2_cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "naive, eager" in captured.err and "/8 " in captured.err, captured.err  # (1 warm-up + 1 run) x 4 tokens
+    assert "4 generated" in captured.out
+    assert gpt2_cli.main([*argv, "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_harness_unknown_backend(capsys):
     harness(["build", "--backends", "v01,nope"], capsys, "unknown backend 'nope'")
 
@@ -161,11 +181,8 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=PROJECT_ROOT, env=env or ENV, capture_output=True, text=True, timeout=300)
 
 
-def test_gpt2_entry_point_json_on_cpu(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)
-    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
-    proc = run(sys.executable, "-m", "gpt2", "--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "12",
+def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
+    proc = run(sys.executable, "-m", "gpt2", "--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12",
                "--repeats", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", "no progress bar with --json"
