@@ -218,9 +218,9 @@ BACKENDS: tuple[Backend, ...] = (
                  sdpa_backend=SDPBackend.CUDNN_ATTENTION, unsupported=_FLOAT32_UNSUPPORTED),
     FlexBaseline(name="flex-attention",
                  description="flex_attention compiled by torch.compile (Triton), causal block mask, no TF32",
-                 end_to_end="not measured end to end: a generation runs ~500 sequence lengths, and compiling "
-                            "flex-attention for each does not fit the sweep's time budget (dynamic-shape "
-                            "compilation inside one captured generation is not validated)"),
+                 end_to_end="not measured end to end: a generation calls attention at ~500 sequence lengths, "
+                            "each with its own block mask and, without dynamic shapes, its own compilation; "
+                            "capturing that as one CUDA graph within the sweep's time budget is not validated"),
     _version(1, "flash_naive", "FlashAttention v1, statistics in global memory, 48x48 tiles"),
     _version(2, "pad_k", "K rows padded by one float in shared memory (no bank conflicts)"),
     _version(3, "tile_32x32", "32x32 thread block, 32x32 tiles"),
