@@ -98,7 +98,7 @@ def find_cuda_home() -> Path | None:
             return Path(os.environ[variable])
     nvcc = shutil.which("nvcc")
     if nvcc:
-        return Path(nvcc).resolve().parent.parent
+        return Path(nvcc).parent.parent
     default = Path("/usr/local/cuda")
     return default if default.exists() else None
 
