@@ -9,7 +9,7 @@ call after a flush (launch overhead and Python included), the median of several.
 R and the number of replays follow from a first timed call so that every measurement
 costs about the same GPU time: R = REPLAY_TARGET_S / (call + flush), between 1 and
 MAX_REPS; replays = MEASURE_BUDGET_S / (R x (call + flush)), between MIN_REPLAYS and
-MAX_REPLAYS. A 10 us call gets R = 100 and 10 replays; a 265 ms call R = 1 and 3.
+MAX_REPLAYS. A 10 us call gets R = 50 and 10 replays; a 265 ms call R = 1 and 3.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from typing import Callable
 import torch
 
 WARMUP_CALLS = 2
-REPLAY_TARGET_S = 0.010  # GPU time of one replay of R calls
-MEASURE_BUDGET_S = 0.060  # GPU time of the timed replays of one graph
-MAX_REPS = 100
+REPLAY_TARGET_S = 0.005  # GPU time of one replay of R calls
+MEASURE_BUDGET_S = 0.040  # GPU time of the timed replays of one graph
+MAX_REPS = 50
 MIN_REPLAYS, MAX_REPLAYS = 3, 10
 MIN_FLUSH_BYTES = 64 * 2**20
 
