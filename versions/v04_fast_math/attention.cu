@@ -164,17 +164,26 @@ size_t workspace_bytes(const Args& a) {
   return 2 * sizeof(float) * static_cast<size_t>(a.batch * a.num_heads * a.seq_len);  // m, l
 }
 
-cudaError_t launch(const Args& a, cudaStream_t stream) {
+LaunchConfig launch_config(const Args& a, const DeviceLimits&) {
   const Tiles t = kTiles;
+  const int T = static_cast<int>(a.seq_len);
+  return {dim3(static_cast<unsigned>(a.batch * a.num_heads), ceil_div(T, t.B_r)),
+          dim3(kThreadsX, kThreadsY), smem_bytes(t)};
+}
+
+cudaError_t launch(const Args& a, cudaStream_t stream) {
+  DeviceLimits limits;
+  cudaError_t err = query_limits(a.device, &limits);
+  if (err != cudaSuccess) return err;
+  const LaunchConfig cfg = launch_config(a, limits);
+  const Tiles t = kTiles;  // B_r and B_c are kernel arguments
   const int T = static_cast<int>(a.seq_len);
   const int H = static_cast<int>(a.num_heads);
   float* m = static_cast<float*>(a.workspace);
   float* l = m + a.batch * a.num_heads * a.seq_len;
-  const dim3 grid(static_cast<unsigned>(a.batch * a.num_heads), ceil_div(T, t.B_r));
-  const dim3 block(kThreadsX, kThreadsY);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHeadDim));
-  causal_attention_kernel<<<grid, block, smem_bytes(t), stream>>>(a.q, a.k, a.v, a.out, m, l, T,
-                                                                  H, kHeadDim, t.B_r, t.B_c, scale);
+  causal_attention_kernel<<<cfg.grid, cfg.block, cfg.smem_bytes, stream>>>(
+      a.q, a.k, a.v, a.out, m, l, T, H, kHeadDim, t.B_r, t.B_c, scale);
   return cudaGetLastError();
 }
 

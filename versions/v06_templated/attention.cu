@@ -171,15 +171,23 @@ Requirements requirements() { return {/*strided_inputs=*/false, /*alignment_byte
 
 size_t workspace_bytes(const Args&) { return 0; }  // m and l live in registers now
 
-cudaError_t launch(const Args& a, cudaStream_t stream) {
+LaunchConfig launch_config(const Args& a, const DeviceLimits&) {
   const Tiles t = kTiles;
   const int T = static_cast<int>(a.seq_len);
+  return {dim3(static_cast<unsigned>(a.batch * a.num_heads), ceil_div(T, t.B_r)),
+          dim3(kThreadsX, kThreadsY), smem_bytes(t)};
+}
+
+cudaError_t launch(const Args& a, cudaStream_t stream) {
+  DeviceLimits limits;
+  cudaError_t err = query_limits(a.device, &limits);
+  if (err != cudaSuccess) return err;
+  const LaunchConfig cfg = launch_config(a, limits);
+  const int T = static_cast<int>(a.seq_len);
   const int H = static_cast<int>(a.num_heads);
-  const dim3 grid(static_cast<unsigned>(a.batch * a.num_heads), ceil_div(T, t.B_r));
-  const dim3 block(kThreadsX, kThreadsY);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHeadDim));
   causal_attention_kernel<kHeadDim, kTiles.B_r, kTiles.B_c>
-      <<<grid, block, smem_bytes(t), stream>>>(a.q, a.k, a.v, a.out, T, H, scale);
+      <<<cfg.grid, cfg.block, cfg.smem_bytes, stream>>>(a.q, a.k, a.v, a.out, T, H, scale);
   return cudaGetLastError();
 }
 
