@@ -49,8 +49,6 @@ def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tm
         assert not isinstance(resources, str), resources
         # A block of up to 1024 threads must fit the 64K-register file: at most 64 per thread.
         assert 0 < resources.registers <= 64, resources
-    if isinstance(report.launch, str) and "does not define causal_attention::launch_config" in report.launch:
-        pytest.xfail(report.launch)  # until every version defines the launcher contract's launch_config
     assert isinstance(report.launch, LaunchConfig), report.launch
     assert report.launch.smem_bytes > 0 and 0 < report.launch.threads <= 1024, report.launch
 
@@ -65,3 +63,16 @@ def test_a_compiler_error_is_reported_not_raised(tmp_path):
     assert isinstance(report.resources["sm_90"], str) and "nvcc for v98 (sm_90) failed" in report.resources["sm_90"]
     with pytest.raises(CompileError):
         compile_version(NVCC, version, "sm_90", tmp_path)
+
+
+@needs_nvcc
+def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probe_obj, tmp_path):
+    folder = tmp_path / "v97_no_launch_config"
+    folder.mkdir()
+    source = (Path(PROBE_KERNEL.source_dir) / "attention.cu").read_text()
+    start = source.index("LaunchConfig launch_config(")
+    end = source.index("size_t workspace_bytes(")
+    (folder / "attention.cu").write_text(source[:start] + source[end:])
+    version = CudaVersion(name="v97", description="no launch_config", number=97, folder=str(folder))
+    report = check_version(NVCC, version, ["sm_90"], probe_obj, tmp_path)
+    assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch
