@@ -125,7 +125,7 @@ if [[ $plots_only -eq 0 ]]; then
   # A version that fails to build is reported, and the gate leaves it out; the others go on.
   stage build "${harness[@]}" build --backends "$backends" || [[ $? -eq 1 ]]
   # A backend that fails the gate is reported and left out of the timings; the others go on.
-  stage "correctness gate" "${harness[@]}" check --backends "$backends" "${results[@]}" \
+  stage "correctness gate" "${harness[@]}" check --backends "$backends" "${fresh[@]}" "${results[@]}" \
     || echo "some backends failed the gate or cannot run here: see above"
   stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" "${quick[@]}" "${fresh[@]}" \
     "${results[@]}"
