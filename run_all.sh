@@ -76,13 +76,16 @@ else:
 fi
 
 # 2. Dependencies: use what imports; install only into a virtual environment.
-modules=(torch matplotlib tiktoken safetensors tqdm)
-[[ $plots_only -eq 0 ]] && modules+=(ninja)
-missing=$("$PYTHON" - "${modules[@]}" <<'PY'
+missing=$("$PYTHON" - torch matplotlib tiktoken safetensors tqdm <<'PY'
 import importlib.util, sys
 print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
 PY
 )
+# torch's extension builder runs the ninja binary from PATH (a system package or pip's ninja).
+bin_dir=$("$PYTHON" -c "import os, sys; print(os.path.dirname(sys.executable))")
+if [[ $plots_only -eq 0 ]] && ! command -v ninja >/dev/null && [[ ! -x "$bin_dir/ninja" ]]; then
+  missing="${missing:+$missing }ninja"
+fi
 if [[ -n "$missing" ]]; then
   if "$PYTHON" -c "import sys; sys.exit(0 if sys.prefix != sys.base_prefix else 1)"; then
     echo "run_all.sh: installing the project's dependencies into $("$PYTHON" -c 'import sys; print(sys.prefix)')" \
@@ -100,6 +103,8 @@ EOF
     exit 2
   fi
 fi
+# The interpreter's own bin folder (a venv's ninja) on PATH for the builds.
+export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
