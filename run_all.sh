@@ -1,65 +1,141 @@
 #!/usr/bin/env bash
 # The whole study on this machine's GPU:
-#   build -> correctness gate -> kernel benchmark -> end-to-end sweep -> plots -> README tables
-# Results go to results/<gpu>/ (appended row by row; a rerun resumes where it stopped),
-# plots to plots/<gpu>/, tables into README.md and versions/*/README.md.
+#   build -> correctness gate -> kernel benchmark -> end-to-end sweep -> plots -> report
+# Results go to <results-dir>/<gpu>/ (appended row by row; a rerun resumes where it
+# stopped), plots to <plots-dir>/<gpu>/. The README tables are rewritten only from the
+# committed results/ folder; any other --results-dir gets <results-dir>/report.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 usage() {
   cat <<'USAGE'
-Usage: ./run_all.sh [--quick] [--backends a,b,...] [--plots-only] [--fresh]
+Usage: ./run_all.sh [options]
 
-  --quick             a few shapes and token counts (a couple of minutes on an H100)
+  --quick             a few shapes and token counts (under 3 minutes on an H100)
   --backends LIST     only these backends, e.g. naive,sdpa-efficient,v10,v11 (default: all)
-  --plots-only        redraw plots and README tables from the committed CSVs (no GPU needed)
+  --results-dir DIR   where the CSVs go (default: results/); e.g. a temporary folder for a trial
+  --plots-dir DIR     where the figures go (default: plots/)
+  --model-dir DIR     real GPT-2 weights from a local snapshot (config.json + model.safetensors);
+                      default: the Hugging Face cache if it has gpt2, else seeded random weights
+  --plots-only        redraw plots and tables from existing CSVs (no GPU needed)
   --fresh             measure again what this setup (GPU, driver, torch, commit) already has
   -h, --help          this help
+
+Environment: PYTHON (default python3) is the interpreter used. Nothing is installed
+unless a dependency is missing and PYTHON runs inside a virtual environment.
 USAGE
 }
 
-quick=() backends=all plots_only=0 fresh=()
+quick=() backends=all plots_only=0 fresh=() results=() plots=() model=()
+need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick) ;;
-    --backends) [[ $# -ge 2 ]] || { echo "--backends needs a value" >&2; exit 2; }; backends="$2"; shift ;;
+    --backends) need_value "$@"; backends="$2"; shift ;;
     --backends=*) backends="${1#*=}" ;;
+    --results-dir) need_value "$@"; results=(--results-dir "$2"); shift ;;
+    --results-dir=*) results=(--results-dir "${1#*=}") ;;
+    --plots-dir) need_value "$@"; plots=(--plots-dir "$2"); shift ;;
+    --plots-dir=*) plots=(--plots-dir "${1#*=}") ;;
+    --model-dir) need_value "$@"; model=(--model-dir "$2"); shift ;;
+    --model-dir=*) model=(--model-dir "${1#*=}") ;;
     --plots-only) plots_only=1 ;;
     --fresh) fresh=(--fresh) ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    *) echo "run_all.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
 
 PYTHON="${PYTHON:-python3}"
-# Use what is installed; install only what does not import (GPU machines may have no registry).
-if ! "$PYTHON" -c "import torch, pandas, matplotlib, tiktoken, safetensors, tqdm" 2>/dev/null; then
-  echo "installing the project's dependencies (pip install -e .)"
-  "$PYTHON" -m pip install -e .
+if ! command -v "$PYTHON" >/dev/null; then
+  echo "run_all.sh: no Python interpreter '$PYTHON' (set PYTHON=...)" >&2
+  exit 2
 fi
-export PYTHONUNBUFFERED=1
 
-step() { printf '\n== %s\n' "$*"; }
-
+# 1. A GPU first, before anything is installed (unless only the plots are redrawn).
 if [[ $plots_only -eq 0 ]]; then
-  if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    echo "run_all.sh: no CUDA device is available. The sweep needs a GPU;" \
-         "use --plots-only to redraw plots and tables from the committed CSVs." >&2
+  # Prints why there is no GPU (empty when torch sees one); "no torch" when torch does not import.
+  why=$("$PYTHON" -c "
+try:
+    import torch
+except ImportError:
+    print('no torch')
+else:
+    if not torch.cuda.is_available():
+        print(f'no CUDA device is available to torch ({torch.__version__}, CUDA {torch.version.cuda})')
+" 2>/dev/null || echo "no torch")
+  if [[ "$why" == "no torch" ]]; then
+    nvidia-smi -L 2>/dev/null | grep -q "GPU" && why="" || why="no CUDA device is available (nvidia-smi lists none)"
+  fi
+  if [[ -n "$why" ]]; then
+    echo "run_all.sh: $why. The sweep needs a GPU; use --plots-only to redraw plots and tables" \
+         "from existing CSVs." >&2
     exit 2
   fi
-  start=$SECONDS
-  step "build"
-  "$PYTHON" -m harness build --backends "$backends"
-  step "correctness gate (a backend that fails is reported and left out of the timings)"
-  "$PYTHON" -m harness check --backends "$backends" || echo "some backends failed the gate: see above"
-  step "kernel benchmark"
-  "$PYTHON" -m harness bench-kernels --backends "$backends" "${quick[@]}" "${fresh[@]}"
-  step "end-to-end sweep"
-  "$PYTHON" -m harness bench-e2e --backends "$backends" "${quick[@]}" "${fresh[@]}"
-  echo "measurements took $((SECONDS - start)) s"
 fi
-step "plots"
-"$PYTHON" -m harness plot
-step "README tables"
-"$PYTHON" -m harness report
+
+# 2. Dependencies: use what imports; install only into a virtual environment.
+missing=$("$PYTHON" - torch matplotlib tiktoken safetensors tqdm <<'PY'
+import importlib.util, sys
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
+PY
+)
+# torch's extension builder runs the ninja binary from PATH (a system package or pip's ninja).
+bin_dir=$("$PYTHON" -c "import os, sys; print(os.path.dirname(sys.executable))")
+if [[ $plots_only -eq 0 ]] && ! command -v ninja >/dev/null && [[ ! -x "$bin_dir/ninja" ]]; then
+  missing="${missing:+$missing }ninja"
+fi
+if [[ -n "$missing" ]]; then
+  if "$PYTHON" -c "import sys; sys.exit(0 if sys.prefix != sys.base_prefix else 1)"; then
+    echo "run_all.sh: installing the project's dependencies into $("$PYTHON" -c 'import sys; print(sys.prefix)')" \
+         "(missing: $missing)"
+    "$PYTHON" -m pip install -e .
+  else
+    cat >&2 <<EOF
+run_all.sh: $PYTHON lacks: $missing
+It is not a virtual environment, so nothing is installed into it. Either install them
+yourself, or make a virtual environment and rerun:
+  python3 -m venv .venv && . .venv/bin/activate && pip install -e . && ./run_all.sh
+(on a machine without a GPU, install torch's CPU build first:
+  pip install torch --index-url https://download.pytorch.org/whl/cpu)
+EOF
+    exit 2
+  fi
+fi
+# The interpreter's own bin folder (a venv's ninja) on PATH for the builds.
+export PATH="$bin_dir:$PATH"
+export PYTHONUNBUFFERED=1
+
+# 3. The stages, each timed; the times are printed at the end, also after a failure.
+stage_names=() stage_seconds=() sweep_start=$SECONDS
+print_times() {
+  [[ ${#stage_names[@]} -gt 0 ]] || return 0
+  printf '\n== stage times\n'
+  for i in "${!stage_names[@]}"; do printf '  %-18s %5d s\n' "${stage_names[$i]}" "${stage_seconds[$i]}"; done
+  printf '  %-18s %5d s\n' "total" "$((SECONDS - sweep_start))"
+}
+trap print_times EXIT
+stage() {  # stage NAME COMMAND...: run, time and record it
+  local name=$1 start=$SECONDS status=0
+  shift
+  printf '\n== %s\n' "$name"
+  "$@" || status=$?
+  stage_names+=("$name") stage_seconds+=($((SECONDS - start)))
+  return $status
+}
+
+harness=("$PYTHON" -m harness)
+if [[ $plots_only -eq 0 ]]; then
+  # A version that fails to build is reported, and the gate leaves it out; the others go on.
+  stage build "${harness[@]}" build --backends "$backends" || [[ $? -eq 1 ]]
+  # A backend that fails the gate is reported and left out of the timings; the others go on.
+  stage "correctness gate" "${harness[@]}" check --backends "$backends" "${fresh[@]}" "${results[@]}" \
+    || echo "some backends failed the gate or cannot run here: see above"
+  stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" "${quick[@]}" "${fresh[@]}" \
+    "${results[@]}"
+  stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" "${quick[@]}" "${fresh[@]}" \
+    "${results[@]}" "${model[@]}"
+fi
+stage plots "${harness[@]}" plot "${results[@]}" "${plots[@]}"
+stage report "${harness[@]}" report "${results[@]}" "${plots[@]}"

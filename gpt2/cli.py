@@ -2,114 +2,210 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 
+from backends import registry
+from backends.environment import Provenance, collect
+from backends.registry import Backend, Target
 from gpt2.config import SIZES, ModelDirError
-from gpt2.generate import time_generation
+from gpt2.timing import GenerationPlan, Spread, time_eager, time_graph
 from gpt2.tokenizer import PROMPT, load_tokenizer
-from gpt2.weights import build_model, load_config, resolve
-from harness import registry
-from harness.attention import BackendUnavailableError, attention_fn, check_runnable
+from gpt2.weights import WeightsSource, build_model, resolve
 
 
 class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit status 2."""
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m gpt2",
-        description=f"Greedy GPT-2 generation of exactly N tokens from the prompt {PROMPT!r} "
-                    "(no KV cache, no stop at end-of-text), timed with the chosen attention backend.",
-        epilog=f"backends: {', '.join(registry.names())}  (python -m harness list describes them)")
-    parser.add_argument("--backend", default="naive", help="attention backend (default: naive)")
-    parser.add_argument("--tokens", type=int, default=64, metavar="N",
-                        help="total tokens including the 8-token prompt (default: 64)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
-                        help="default: cuda when available, else cpu")
-    parser.add_argument("--repeats", type=int, default=3, metavar="R",
-                        help="timed runs after one warm-up run; the median is reported (default: 3)")
+@dataclass(frozen=True)
+class Request:
+    """What to run, checked: everything `run` needs and nothing it must still validate."""
+
+    backend: Backend
+    device: torch.device
+    weights: WeightsSource
+    plan: GenerationPlan
+    repeats: int
+    graph: bool  # also time the generation as one CUDA graph (GPU time)
+    progress: bool  # a progress bar on stderr
+
+
+@dataclass(frozen=True)
+class Result:
+    backend: str
+    weights: str
+    tokens: int
+    prompt_tokens: int
+    repeats: int
+    token_ids: tuple[int, ...]
+    text: str
+    eager: Spread
+    gpu: Spread | None  # None on a CPU, with --no-graph, or when capture failed
+    gpu_method: str | None
+    graph_error: str | None  # why there is no GPU time although one was asked for
+    graph_tokens_match_eager: bool | None
+    peak_memory_bytes: int | None
+    provenance: Provenance
+
+    @property
+    def generated(self) -> int:
+        return self.tokens - self.prompt_tokens
+
+    def to_json(self) -> dict:
+        def spread(s: Spread | None) -> dict | None:
+            return None if s is None else {"median": s.median, "min": s.min, "max": s.max, "all": list(s.values)}
+
+        return {"backend": self.backend, "weights": self.weights, "tokens": self.tokens,
+                "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated,
+                "repeats": self.repeats, "token_ids": list(self.token_ids), "text": self.text,
+                "seconds_eager": spread(self.eager), "seconds_gpu": spread(self.gpu), "gpu_method": self.gpu_method,
+                "graph_error": self.graph_error, "graph_tokens_match_eager": self.graph_tokens_match_eager,
+                "tokens_per_second_eager": self.generated / self.eager.median,
+                "tokens_per_second_gpu": None if self.gpu is None else self.generated / self.gpu.median,
+                "peak_memory_bytes": self.peak_memory_bytes, "provenance": dataclasses.asdict(self.provenance)}
+
+
+def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model-dir, --weights and --size: where GPT-2's weights come from."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--model-dir", metavar="DIR",
-                        help="local Hugging Face snapshot: config.json + model.safetensors")
+                        help="local Hugging Face snapshot: config.json + model.safetensors (any GPT-2 size)")
     source.add_argument("--weights", default="auto", metavar="random|auto|NAME",
                         help="'random': seeded random weights; 'auto' (default): the cached Hugging Face "
                              "snapshot if there is one, else random, never using the network; NAME: a hub "
                              "model such as gpt2, from the cache or the hub")
     parser.add_argument("--size", choices=sorted(SIZES), default="small",
                         help="model size for random or auto weights (default: small)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace) -> dict:
+def weights_from_args(args: argparse.Namespace) -> WeightsSource:
+    """The weights the arguments name; ModelDirError says what is wrong."""
+    return resolve(args.model_dir, args.weights, args.size)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpt2",
+        description=f"Greedy GPT-2 generation of exactly N tokens from the prompt {PROMPT!r} "
+                    "(no KV cache, no stop at end-of-text), timed with the chosen attention backend: "
+                    "eager (run from Python, host included) and, on a GPU, as one replayed CUDA graph "
+                    "(the GPU's own time).",
+        epilog=f"backends: {', '.join(registry.names())}")
+    parser.add_argument("--backend", default=registry.TOKENS_REFERENCE,
+                        help=f"attention backend (default: {registry.TOKENS_REFERENCE})")
+    parser.add_argument("--tokens", type=int, default=64, metavar="N",
+                        help="total tokens including the 8-token prompt (default: 64)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="default: cuda when available, else cpu")
+    parser.add_argument("--repeats", type=int, default=3, metavar="R",
+                        help="timed runs (and graph replays) after one warm-up; the median is reported "
+                             "(default: 3)")
+    parser.add_argument("--no-graph", action="store_true",
+                        help="skip the CUDA-graph timing (GPU time); eager timing only")
+    add_weights_arguments(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (with provenance) instead of text; no progress bar")
+    return parser
+
+
+def make_request(args: argparse.Namespace) -> Request:
+    """Check the arguments; UsageError says what is wrong with them."""
     try:
         backend = registry.get(args.backend)
     except registry.UnknownBackendError as err:
         raise UsageError(str(err)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    try:
-        check_runnable(backend, device)
-    except BackendUnavailableError as err:
-        raise UsageError(str(err)) from None
+    reason = backend.why_unavailable(Target.of(device))
+    if reason:
+        raise UsageError(f"{backend.name}: {reason}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-
-    tokenizer = load_tokenizer()
-    prompt_ids = tokenizer.encode(PROMPT)
+    prompt_ids = tuple(load_tokenizer().encode(PROMPT))
     try:
-        source, directory = resolve(args.model_dir, args.weights, args.size)
-        context = load_config(source, directory).n_positions
-        if not len(prompt_ids) < args.tokens <= context:
-            raise UsageError(f"--tokens must be larger than the prompt ({len(prompt_ids)} tokens) and at "
-                             f"most the model's context ({context}), got {args.tokens}")
-        model = build_model(source, directory, attention_fn(backend), device)
+        weights = weights_from_args(args)
+        context = weights.config().n_positions
     except ModelDirError as err:
         raise UsageError(str(err)) from None
-
-    timing = time_generation(model, prompt_ids, args.tokens, repeats=args.repeats)
-    return {
-        "backend": backend.name,
-        "weights": source.describe(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "tokens": args.tokens,
-        "repeats": args.repeats,
-        "token_ids": timing.token_ids,
-        "seconds_median": timing.median,
-        "seconds_min": min(timing.seconds),
-        "seconds_max": max(timing.seconds),
-        "seconds_all": timing.seconds,
-        "tokens_per_second": args.tokens / timing.median,
-        "peak_memory_bytes": timing.peak_memory_bytes,
-        "text": tokenizer.decode(timing.token_ids),
-    }
+    if not len(prompt_ids) < args.tokens <= context:
+        raise UsageError(f"--tokens must be larger than the prompt ({len(prompt_ids)} tokens) and at "
+                         f"most the model's context ({context}), got {args.tokens}")
+    return Request(backend=backend, device=device, weights=weights,
+                   plan=GenerationPlan(prompt_ids, (args.tokens,)), repeats=args.repeats,
+                   graph=device.type == "cuda" and not args.no_graph,
+                   progress=not args.json and sys.stderr.isatty())
 
 
-def print_report(result: dict) -> None:
-    peak = result["peak_memory_bytes"]
-    print(f"backend        {result['backend']}")
-    print(f"weights        {result['weights']}")
-    print(f"device         {result['device']}")
-    print(f"tokens         {result['tokens']} (prompt included), {result['repeats']} timed runs")
-    print(f"wall time      median {result['seconds_median']:.3f} s  "
-          f"(min {result['seconds_min']:.3f}, max {result['seconds_max']:.3f})")
-    print(f"throughput     {result['tokens_per_second']:.1f} tokens/s")
+def run(request: Request) -> Result:
+    try:
+        model = build_model(request.weights, request.backend.attention(request.device), request.device)
+    except ModelDirError as err:
+        raise UsageError(str(err)) from None
+    plan = request.plan
+    steps = (1 + request.repeats) * plan.generated(plan.total)  # warm-up and timed runs
+    with tqdm(total=steps, desc=f"{request.backend.name}, eager", unit="token", file=sys.stderr,
+              disable=not request.progress, leave=False) as bar:
+        eager = time_eager(model, plan, runs=request.repeats, warmup_runs=1, on_step=lambda _: bar.update())
+    gpu = method = error = None
+    if request.graph:
+        if request.progress:
+            print(f"capturing {plan.total} tokens as one CUDA graph and replaying it...", file=sys.stderr)
+        try:
+            graph = time_graph(model, plan, replays=request.repeats)
+            gpu, method = graph.seconds[plan.total], graph.method
+            match = graph.token_ids == eager.token_ids
+        except RuntimeError as err:  # something in this backend cannot be captured
+            error, match = f"{type(err).__name__}: {str(err).splitlines()[0]}", None
+    else:
+        match = None
+    return Result(backend=request.backend.name, weights=request.weights.describe(), tokens=plan.total,
+                  prompt_tokens=plan.prompt_len, repeats=request.repeats, token_ids=eager.token_ids,
+                  text=load_tokenizer().decode(list(eager.token_ids)), eager=eager.seconds[plan.total], gpu=gpu,
+                  gpu_method=method, graph_error=error, graph_tokens_match_eager=match,
+                  peak_memory_bytes=None if eager.peak_memory_bytes is None else eager.peak_memory_bytes[plan.total],
+                  provenance=collect(request.device))
+
+
+def _spread_line(spread: Spread, generated: int) -> str:
+    return (f"median {spread.median:.3f} s (min {spread.min:.3f}, max {spread.max:.3f}), "
+            f"{generated / spread.median:.1f} generated tokens/s")
+
+
+def print_report(result: Result) -> None:
+    peak = result.peak_memory_bytes
+    print(f"backend        {result.backend}")
+    print(f"weights        {result.weights}")
+    print(f"device         {result.provenance.gpu} (torch {result.provenance.torch}, commit {result.provenance.commit})")
+    print(f"tokens         {result.tokens} ({result.prompt_tokens} prompt + {result.generated} generated), "
+          f"{result.repeats} timed runs")
+    if result.gpu is not None:
+        print(f"GPU time       {_spread_line(result.gpu, result.generated)}")
+        print(f"               replays of {result.gpu_method}; "
+              f"tokens {'equal' if result.graph_tokens_match_eager else 'DIFFER FROM'} the eager run's")
+    elif result.graph_error:
+        print(f"GPU time       not measured: the generation could not be captured ({result.graph_error})")
+    print(f"eager time     {_spread_line(result.eager, result.generated)}")
     print(f"peak memory    {'n/a (cpu)' if peak is None else f'{peak / 2**20:.1f} MiB'}")
-    print(f"text           {result['text']!r}")
+    print(f"text           {result.text!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
-        result = run(args)
+        result = run(make_request(args))
     except UsageError as err:
         print(f"python -m gpt2: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\npython -m gpt2: interrupted", file=sys.stderr)
+        return 130
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result.to_json()))
     else:
         print_report(result)
     return 0

@@ -25,10 +25,13 @@ class GPT2Config:
 
     @classmethod
     def from_json(cls, path: Path) -> "GPT2Config":
+        """Read a Hugging Face config.json; ModelDirError names the file and the bad field."""
         try:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raise ModelDirError(f"{path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ModelDirError(f"{path} cannot be read: {err}") from None
         except json.JSONDecodeError as err:
             raise ModelDirError(f"{path} is not valid JSON: {err}") from None
         if not isinstance(raw, dict):
@@ -38,13 +41,34 @@ class GPT2Config:
         missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in raw]
         if missing:
             raise ModelDirError(f"{path} lacks {', '.join(missing)}")
-        config = cls(n_layer=int(raw["n_layer"]), n_head=int(raw["n_head"]), n_embd=int(raw["n_embd"]),
-                     n_positions=int(raw.get("n_positions", 1024)),
-                     vocab_size=int(raw.get("vocab_size", 50257)),
-                     layer_norm_epsilon=float(raw.get("layer_norm_epsilon", 1e-5)))
+        defaults = cls()
+        config = cls(n_layer=_positive_int(raw, "n_layer", path), n_head=_positive_int(raw, "n_head", path),
+                     n_embd=_positive_int(raw, "n_embd", path),
+                     n_positions=_positive_int(raw, "n_positions", path, defaults.n_positions),
+                     vocab_size=_positive_int(raw, "vocab_size", path, defaults.vocab_size),
+                     layer_norm_epsilon=_positive_float(raw, "layer_norm_epsilon", path,
+                                                        defaults.layer_norm_epsilon))
         if config.n_embd % config.n_head:
             raise ModelDirError(f"{path}: n_embd={config.n_embd} is not divisible by n_head={config.n_head}")
         return config
+
+    def describe(self) -> str:
+        """'12 layers, 12 heads, width 768' (what plot titles say instead of a size name)."""
+        return f"{self.n_layer} layers, {self.n_head} heads, width {self.n_embd}"
+
+
+def _positive_int(raw: dict, key: str, path: Path, default: int | None = None) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelDirError(f"{path}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_float(raw: dict, key: str, path: Path, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ModelDirError(f"{path}: {key} must be a positive number, got {value!r}")
+    return float(value)
 
 
 # The four released GPT-2 sizes (the same numbers as their Hugging Face config.json files).

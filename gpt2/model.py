@@ -13,6 +13,8 @@ from torch import nn
 
 from gpt2.config import GPT2Config
 
+# The pluggable attention: fn(q, k, v, num_heads) -> out, with q, k, v (B, T, C) views
+# (row stride 3C: the packed qkv projection) and out a new contiguous (B, T, C).
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
@@ -81,6 +83,10 @@ class GPT2(nn.Module):
         self.wpe = nn.Embedding(config.n_positions, config.n_embd)
         self.h = nn.ModuleList(Block(config, attention) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+
+    @property
+    def attention(self) -> AttentionFn:
+        return self.h[0].attn.attention
 
     def set_attention(self, attention: AttentionFn) -> None:
         for block in self.h:

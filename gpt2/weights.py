@@ -17,20 +17,37 @@ _HUB_PROBE_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
-class WeightsSource:
-    """What to load. kind: "dir" (path), "hub" (name), or "random" (size, seed)."""
+class RandomWeights:
+    """GPT-2's architecture of one released size with seeded random weights."""
 
-    kind: str
-    path: Path | None = None
-    name: str | None = None
     size: str = "small"
+    seed: int = RANDOM_SEED
 
     def describe(self) -> str:
-        if self.kind == "dir":
-            return f"dir:{self.path}"
-        if self.kind == "hub":
-            return f"hf:{self.name}"
-        return f"random:{self.size}:seed{RANDOM_SEED}"
+        return f"random:{self.size}:seed{self.seed}"
+
+    def config(self) -> GPT2Config:
+        return SIZES[self.size]
+
+
+@dataclass(frozen=True)
+class SnapshotWeights:
+    """Real weights in a local snapshot directory (config.json + model.safetensors).
+
+    hub_name: the Hugging Face model the snapshot came from, None for a --model-dir.
+    """
+
+    directory: Path
+    hub_name: str | None = None
+
+    def describe(self) -> str:
+        return f"hf:{self.hub_name}" if self.hub_name else f"dir:{self.directory}"
+
+    def config(self) -> GPT2Config:
+        return GPT2Config.from_json(self.directory / "config.json")
+
+
+WeightsSource = RandomWeights | SnapshotWeights
 
 
 def _hub_reachable() -> bool:
@@ -60,13 +77,12 @@ def _snapshot_dir(name: str, *, allow_network: bool) -> Path | None:
         return None
 
 
-def resolve(model_dir: str | None, weights: str, size: str = "small") -> tuple[WeightsSource, Path | None]:
+def resolve(model_dir: str | Path | None, weights: str = "auto", size: str = "small") -> WeightsSource:
     """Decide where the weights come from.
 
     model_dir: a local snapshot directory (config.json + model.safetensors).
     weights:   "random"; "auto" (the cached hub snapshot of `size` if there is one, else
                random, never touching the network); or a hub name such as "gpt2".
-    Returns the source and, for real weights, the directory holding them.
     """
     if model_dir is not None:
         path = Path(model_dir)
@@ -75,19 +91,17 @@ def resolve(model_dir: str | None, weights: str, size: str = "small") -> tuple[W
         for required in ("config.json", "model.safetensors"):
             if not (path / required).is_file():
                 raise ModelDirError(f"model directory {path} has no {required}")
-        return WeightsSource("dir", path=path), path
+        return SnapshotWeights(path)
     if weights == "random":
-        return WeightsSource("random", size=size), None
+        return RandomWeights(size)
     if weights == "auto":
         snapshot = _snapshot_dir(HUB_NAMES[size], allow_network=False)
-        if snapshot is None:
-            return WeightsSource("random", size=size), None
-        return WeightsSource("hub", name=HUB_NAMES[size]), snapshot
+        return RandomWeights(size) if snapshot is None else SnapshotWeights(snapshot, HUB_NAMES[size])
     snapshot = _snapshot_dir(weights, allow_network=True)
     if snapshot is None:
         raise ModelDirError(f"weights {weights!r} are neither in the Hugging Face cache nor reachable "
                             "on the hub; use --model-dir DIR or --weights random")
-    return WeightsSource("hub", name=weights), snapshot
+    return SnapshotWeights(snapshot, weights)
 
 
 def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
@@ -111,36 +125,27 @@ def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_config(source: WeightsSource, directory: Path | None) -> GPT2Config:
-    if source.kind == "random":
-        return SIZES[source.size]
-    assert directory is not None
-    return GPT2Config.from_json(directory / "config.json")
-
-
-def build_model(source: WeightsSource, directory: Path | None, attention: AttentionFn,
-                device: torch.device | str) -> GPT2:
+def build_model(source: WeightsSource, attention: AttentionFn, device: torch.device | str) -> GPT2:
     """The model with its weights on `device`, in float32 and eval mode."""
-    config = load_config(source, directory)
-    if source.kind == "random":
+    config = source.config()
+    if isinstance(source, RandomWeights):
         with torch.device(device):
             model = GPT2(config, attention)
-        _init_random(model, device)
+        _init_random(model, device, source.seed)
     else:
-        assert directory is not None
         model = GPT2(config, attention)
-        state = _load_state_dict(directory)
+        state = _load_state_dict(source.directory)
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
-            raise ModelDirError(f"{directory}: weights do not match GPT-2 ({len(missing)} missing, "
+            raise ModelDirError(f"{source.directory}: weights do not match GPT-2 ({len(missing)} missing, "
                                 f"e.g. {missing[:3]}; {len(unexpected)} unexpected, e.g. {unexpected[:3]})")
         model.to(device)
     return model.eval().requires_grad_(False)
 
 
-def _init_random(model: GPT2, device: torch.device | str) -> None:
+def _init_random(model: GPT2, device: torch.device | str, seed: int) -> None:
     """GPT-2's initialisation (normal, std 0.02; LayerNorm 1, 0), from a fixed seed."""
-    generator = torch.Generator(device=device).manual_seed(RANDOM_SEED)
+    generator = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():
         if ".ln_" in name or name.startswith("ln_f"):
             param.data.fill_(1.0 if name.endswith("weight") else 0.0)

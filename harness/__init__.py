@@ -1,1 +1,2 @@
-"""Backend registry, builds, correctness checks, benchmarks, results and plots."""
+"""The study's machinery: builds, compile check, correctness gate, benchmarks, results
+files, plots and the README report (`python -m harness`)."""

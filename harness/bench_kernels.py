@@ -1,113 +1,93 @@
-"""Kernel benchmark: every backend on the same (B, H, T) shapes, timed with CUDA events.
+"""Kernel benchmark: every backend at the same shapes, device time and call time.
 
-Each repetition is preceded by a write over a buffer twice the size of L2, so every
-call starts with cold caches, as inside the model where other layers run in between.
+The kernel reference (registry.KERNEL_REFERENCE) is measured first at every shape, so
+each row's ratio refers to a device time of the same run.
 """
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
 
 import torch
 from tqdm import tqdm
 
-from harness import environment
-from harness.attention import attention_fn
-from harness.reference import HEAD_DIM, random_qkv
-from harness.registry import Backend
-from harness.results import kernels_file
-
-GENERATION_SHAPES = [(1, 12, T) for T in (64, 128, 256, 512, 1024)]  # GPT-2 small, batch 1
-THROUGHPUT_SHAPES = [(8, 12, T) for T in (1024, 2048, 4096)]
-QUICK_SHAPES = [(1, 12, 512), (8, 12, 4096)]
-REFERENCE_BACKEND = "sdpa-efficient"
+from backends import registry
+from backends.environment import Provenance, collect
+from backends.registry import Backend, Target
+from harness.device_timing import CallTiming, DeviceTimer, measure_fp32_peak
+from harness.reference import random_qkv
+from harness.results import KERNELS, OK, KernelRow, done
+from harness.study import Shape
 
 
-@dataclass(frozen=True)
-class Timing:
-    us: list[float]  # one per repetition
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.us)
+def shape_seed(shape: Shape) -> int:
+    return shape.B * 100003 + shape.T
 
 
-def attention_tflops(B: int, H: int, T: int, seconds: float, d: int = HEAD_DIM) -> float:
-    """Throughput counted as 2 * B * H * T^2 * d (the convention for causal attention)."""
-    return 2.0 * B * H * T * T * d / seconds / 1e12
+def _status_row(backend: str, shape: Shape, status: str, provenance: Provenance) -> KernelRow:
+    return KernelRow(backend=backend, B=shape.B, H=shape.H, T=shape.T, d=shape.d, status=status, notes=None,
+                     reps=None, replays=None, us_device_median=None, us_device_min=None, us_device_max=None,
+                     us_call_median=None, tflops=None, ratio_to_sdpa_efficient=None, fp32_peak_tflops=None,
+                     fraction_of_fp32_peak=None, provenance=provenance)
 
 
-def time_cuda(fn, *, warmup: int, reps: int, flush: torch.Tensor | None) -> Timing:
-    """Median-ready timings of fn() in microseconds, CUDA events around each call."""
-    for _ in range(warmup):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for start, end in zip(starts, ends):
-        if flush is not None:
-            flush.zero_()  # evicts the inputs from L2
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return Timing([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+def measured_row(backend: str, shape: Shape, timing: CallTiming, reference_us: float | None, peak_tflops: float,
+                 provenance: Provenance) -> KernelRow:
+    """A row from a timing; TFLOP/s, ratio and fraction of peak all from the device median."""
+    device = timing.us_device
+    median = statistics.median(device) if device else None
+    tflops = shape.flops() / (median * 1e-6) / 1e12 if median and median > 0 else None
+    return KernelRow(backend=backend, B=shape.B, H=shape.H, T=shape.T, d=shape.d, status=OK,
+                     notes=None if timing.not_captured is None else
+                     f"{timing.not_captured}: timed eagerly only, no device time",
+                     reps=timing.repetitions.reps, replays=timing.repetitions.replays,
+                     us_device_median=median, us_device_min=min(device) if device else None,
+                     us_device_max=max(device) if device else None, us_call_median=timing.us_call_median,
+                     tflops=tflops,
+                     ratio_to_sdpa_efficient=median / reference_us if median and reference_us else None,
+                     fp32_peak_tflops=peak_tflops, fraction_of_fp32_peak=tflops / peak_tflops if tflops else None,
+                     provenance=provenance)
 
 
-def measure_fp32_peak(n: int = 8192, reps: int = 10) -> float:
-    """TFLOP/s of an n^3 float32 matmul with TF32 off: the FMA peak we compare against."""
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
-        timing = time_cuda(lambda: a @ b, warmup=3, reps=reps, flush=None)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
-    return 2.0 * n**3 / (timing.median * 1e-6) / 1e12
+def run(backends: Sequence[Backend], shapes: Sequence[Shape], *, results_dir: Path, resume: bool = True,
+        excluded: dict[str, str] | None = None, device: torch.device) -> Path:
+    """Time every backend at every shape; append one row per measurement; returns the file.
 
-
-def l2_flush_buffer() -> torch.Tensor:
-    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
-    return torch.empty(max(2 * l2_bytes, 64 * 2**20) // 4, dtype=torch.float32, device="cuda")
-
-
-def run(backends: list[Backend], shapes: list[tuple[int, int, int]], *, reps: int = 50, warmup: int = 5,
-        resume: bool = True) -> None:
-    """Time every backend at every shape; append one row per measurement."""
-    provenance = environment.collect()
-    results = kernels_file(environment.gpu_slug(provenance["gpu"]))
-    done = results.done(provenance) if resume else {}
-    # sdpa-efficient first at every shape: the others' ratios refer to it.
-    order = sorted(backends, key=lambda b: b.name != REFERENCE_BACKEND)
-    flush = l2_flush_buffer()
-    peak = measure_fp32_peak()
-    print(f"float32 FMA peak (8192^3 matmul, TF32 off): {peak:.1f} TFLOP/s")
-    functions = {b.name: attention_fn(b) for b in order if not b.unavailable}
+    excluded: backends left out before this step (e.g. failed the correctness gate) and
+    why; they get a row saying so.
+    """
+    provenance = collect(device)
+    path = KERNELS.path(results_dir, provenance.slug)
+    previous = done(KERNELS, path, provenance) if resume else {}
+    order = registry.with_required(backends, registry.KERNEL_REFERENCE)
+    runnable, reasons = registry.partition(order, Target.of(device))
+    reasons.update(excluded or {})
+    timer = DeviceTimer(device)
+    peak = measure_fp32_peak(device)
+    tqdm.write(f"float32 FMA peak (8192^3 matmul, TF32 off): {peak:.1f} TFLOP/s")
+    functions = {b.name: b.attention(device) for b in runnable if b.name not in reasons}
     progress = tqdm(total=len(order) * len(shapes), desc="kernel benchmark", unit="run")
-    for B, H, T in shapes:
-        reference_us = None
-        ref_key = (REFERENCE_BACKEND, str(B), str(H), str(T))
-        if ref_key in done and done[ref_key]["us_median"]:
-            reference_us = float(done[ref_key]["us_median"])
-        q, k, v = random_qkv(B, T, H * HEAD_DIM, seed=B * 100003 + T, device="cuda")
+    for shape in shapes:
+        reference = previous.get((registry.KERNEL_REFERENCE, shape.B, shape.H, shape.T))
+        reference_us = reference.us_device_median if reference else None
+        q, k, v = random_qkv(shape, seed=shape_seed(shape), device=device)
         for backend in order:
             progress.update()
-            key = (backend.name, str(B), str(H), str(T))
-            if key in done:
+            if (backend.name, shape.B, shape.H, shape.T) in previous:
                 continue
-            row = {"backend": backend.name, "B": B, "H": H, "T": T, "d": HEAD_DIM, **provenance,
-                   "fp32_peak_tflops": peak}
-            if backend.unavailable:
-                results.append({**row, "status": backend.unavailable})
+            if backend.name in reasons:
+                KERNELS.append(path, _status_row(backend.name, shape, reasons[backend.name], provenance))
                 continue
             fn = functions[backend.name]
-            timing = time_cuda(lambda: fn(q, k, v, H), warmup=warmup, reps=reps, flush=flush)
-            tflops = attention_tflops(B, H, T, timing.median * 1e-6)
-            if backend.name == REFERENCE_BACKEND:
-                reference_us = timing.median
-            results.append({**row, "status": "ok", "reps": reps, "us_median": timing.median,
-                            "us_min": min(timing.us), "us_max": max(timing.us), "tflops": tflops,
-                            "ratio_to_sdpa_efficient": (timing.median / reference_us) if reference_us else None,
-                            "fraction_of_fp32_peak": tflops / peak})
-            progress.set_postfix_str(f"{backend.name} B={B} T={T}: {timing.median:.1f} us")
+            timing = timer.time(lambda: fn(q, k, v, shape.H))
+            row = measured_row(backend.name, shape, timing, reference_us, peak, provenance)
+            if backend.name == registry.KERNEL_REFERENCE:
+                reference_us = row.us_device_median
+            if row.notes:
+                tqdm.write(f"{backend.name} {shape.label()}: {row.notes}")
+            KERNELS.append(path, row)
+            shown = row.us_device_median if row.us_device_median is not None else row.us_call_median
+            progress.set_postfix_str(f"{backend.name} {shape.label()}: {shown:.1f} us")
     progress.close()
-
+    return path

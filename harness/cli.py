@@ -1,163 +1,234 @@
-"""`python -m harness <command>`: the study's steps, each usable on its own."""
+"""`python -m harness <command>`: the study's steps, each usable on its own.
+
+Results and plots go where --results-dir and --plots-dir say (default: the committed
+results/ and plots/ folders); `report` rewrites the README tables only from the
+committed results/ folder, and writes <results-dir>/report.md for any other.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from harness import registry
+import torch
+
+from backends import registry
+from backends.extension import BuildSetupError
+from backends.registry import PROJECT_ROOT, Backend, Target
+from gpt2.config import ModelDirError
+from harness.results import ResultsFileError
+from harness.study import KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
 
 BACKENDS_HELP = "comma-separated backend names, or 'all' (default); see `python -m harness list`"
-
-
-def _shown(path) -> str:
-    """A path relative to the project when it lies inside it."""
-    try:
-        return str(path.relative_to(registry.PROJECT_ROOT))
-    except ValueError:
-        return str(path)
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    for b in registry.BACKENDS:
-        notes = []
-        if b.build_flags:
-            notes.append("flags: " + " ".join(b.build_flags))
-        if b.is_version:
-            notes.append("inputs: " + ("any row/batch strides" if b.strided_inputs else "contiguous"))
-        if b.unavailable:
-            notes.append(b.unavailable)
-        print(f"{b.name:15s} {b.description}" + (f"  [{'; '.join(notes)}]" if notes else ""))
-    return 0
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    from harness.build import build_all
-    from harness.extension import set_build_environment
-
-    set_build_environment()
-    results = build_all(registry.select(args.backends), jobs=args.jobs)
-    failed = [r.name for r in results if not r.ok]
-    print(f"built {len(results) - len(failed)}/{len(results)} versions" +
-          (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
-
-
-def cmd_compile_check(args: argparse.Namespace) -> int:
-    from harness.compile_check import run_compile_check
-
-    return run_compile_check(registry.select(args.backends), args.arch)
-
-
-def cmd_sanitize_workload(args: argparse.Namespace) -> int:
-    from harness.sanitize import run_workload
-
-    return run_workload([b for b in registry.select(args.backends) if b.is_version])
-
-
-def _require_cuda(args: argparse.Namespace) -> None:
-    """Refuse early and clearly: unknown backend names first, then a missing GPU."""
-    import torch
-
-    registry.select(args.backends)
-    if not torch.cuda.is_available():
-        raise CommandError("no CUDA device is available; this step needs a GPU "
-                           "(./run_all.sh --plots-only works without one)")
-
-
-def _gated(args: argparse.Namespace, required: str) -> list[registry.Backend]:
-    """The selected backends, with `required` (the reference the step compares against)
-    added if missing, that pass the correctness gate; plus the unavailable ones (listed
-    in the results as such). The reference is gated like any other backend."""
-    from harness.correctness import passing
-
-    selected = registry.select(args.backends)
-    if required not in {b.name for b in selected}:
-        selected = [registry.get(required), *selected]
-    if args.skip_gate:
-        return selected
-    passed = {b.name for b in passing(selected)}
-    return [b for b in selected if b.name in passed or b.unavailable]
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    from harness.correctness import run_gate
-
-    _require_cuda(args)
-    selected = registry.select(args.backends)
-    passed = run_gate(selected)
-    runnable = [b for b in selected if not b.unavailable]
-    return 0 if len(passed) == len(runnable) else 1
-
-
-def cmd_bench_kernels(args: argparse.Namespace) -> int:
-    from harness import bench_kernels
-
-    _require_cuda(args)
-    backends = _gated(args, bench_kernels.REFERENCE_BACKEND)
-    shapes = bench_kernels.QUICK_SHAPES if args.quick else bench_kernels.GENERATION_SHAPES + bench_kernels.THROUGHPUT_SHAPES
-    bench_kernels.run(backends, shapes, reps=args.reps, resume=not args.fresh)
-    return 0
-
-
-def cmd_bench_e2e(args: argparse.Namespace) -> int:
-    from harness import bench_e2e
-
-    _require_cuda(args)
-    backends = _gated(args, "naive")  # the token comparison refers to naive
-    tokens = bench_e2e.QUICK_TOKEN_COUNTS if args.quick else bench_e2e.TOKEN_COUNTS
-    bench_e2e.run(backends, tokens, repeats=args.repeats, resume=not args.fresh, profile=not args.quick)
-    return 0
-
-
-def cmd_plot(args: argparse.Namespace) -> int:
-    from harness.plots import plot_all
-
-    written = plot_all()
-    for path in written:
-        print(f"wrote {_shown(path)}")
-    if not written:
-        print("no results to plot under results/")
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import update_files
-
-    for path in update_files():
-        print(f"updated {_shown(path)}")
-    return 0
+COMMITTED_RESULTS = PROJECT_ROOT / "results"
+COMMITTED_PLOTS = PROJECT_ROOT / "plots"
+REPORT_NAME = "report.md"
 
 
 class CommandError(Exception):
     """A step that cannot run here: one line on stderr, exit status 2."""
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the project when it lies inside it."""
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _cuda() -> torch.device:
+    """The GPU the GPU steps run on; CommandError when there is none."""
+    if not torch.cuda.is_available():
+        raise CommandError("no CUDA device is available; this step needs a GPU "
+                           "(./run_all.sh --plots-only works without one)")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    target = Target.of("cuda")
+    here = (f"this machine: CUDA compute capability {registry.capability_text(target.capability)}"
+            if target.capability else "this machine: no CUDA device")
+    print(f"{'backend':15s} {'runs on':12s} description  [{here}]")
+    for b in registry.BACKENDS:
+        notes = []
+        if isinstance(b, registry.CudaVersion):
+            if b.build_flags:
+                notes.append("flags: " + " ".join(b.build_flags))
+            notes.append("inputs: " + ("any row/batch strides" if b.strided_inputs else "contiguous"))
+        reason = b.why_unavailable(target)
+        if reason and (b.unsupported or target.capability):
+            notes.append(f"not available: {reason}")
+        if b.end_to_end:
+            notes.append(b.end_to_end)
+        print(f"{b.name:15s} {b.runs_on():12s} {b.description}" + (f"  [{'; '.join(notes)}]" if notes else ""))
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from harness.build import build_all
+
+    try:
+        results = build_all(registry.select(args.backends), jobs=args.jobs)
+    except BuildSetupError as err:
+        raise CommandError(str(err)) from None
+    failed = [r.name for r in results if not r.ok]
+    skipped = [r.name for r in results if r.skipped]
+    built = len(results) - len(failed) - len(skipped)
+    print(f"built {built}/{len(results)} versions" + (f"; skipped: {', '.join(skipped)}" if skipped else "")
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def cmd_compile_check(args: argparse.Namespace) -> int:
+    from harness.compile_check import arch_capability, run_compile_check
+
+    for arch in args.arch or ():
+        try:
+            arch_capability(arch)
+        except ValueError as err:
+            raise CommandError(str(err)) from None
+    return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
+
+
+def cmd_sanitize_workload(args: argparse.Namespace) -> int:
+    from harness.sanitize import run_workload
+
+    selected = registry.select(args.backends)
+    device = _cuda()
+    runnable, reasons = registry.partition([b for b in selected if isinstance(b, registry.CudaVersion)],
+                                           Target.of(device))
+    for name, reason in reasons.items():
+        print(f"{name}: skipped ({reason})")
+    return run_workload(runnable, device)  # type: ignore[arg-type]
+
+
+def _gated(args: argparse.Namespace, required: str) -> tuple[list[Backend], dict[str, str]]:
+    """The selected backends with `required` (what the step compares against) first, and
+    those to leave out with why: failed the correctness gate or cannot run here."""
+    from harness.correctness import run_gate
+
+    selected = registry.with_required(registry.select(args.backends), required)
+    if args.skip_gate:
+        return selected, {}
+    return selected, run_gate(selected, results_dir=args.results_dir, device=_cuda()).left_out
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.correctness import run_gate
+
+    selected = registry.select(args.backends)
+    device = _cuda()
+    gate = run_gate(selected, results_dir=args.results_dir, resume=not args.fresh, device=device)
+    runnable, _ = registry.partition(selected, Target.of(device))
+    return 0 if len(gate.passed) == len(runnable) else 1
+
+
+def cmd_bench_kernels(args: argparse.Namespace) -> int:
+    from harness import bench_kernels
+
+    registry.select(args.backends)  # unknown names first
+    device = _cuda()
+    backends, excluded = _gated(args, registry.KERNEL_REFERENCE)
+    path = bench_kernels.run(backends, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
+                             results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
+    print(f"rows in {_shown(path)}")
+    return 0
+
+
+def cmd_bench_e2e(args: argparse.Namespace) -> int:
+    from gpt2.cli import weights_from_args
+    from harness import bench_e2e
+
+    registry.select(args.backends)
+    device = _cuda()
+    try:
+        source = bench_e2e.gpt2_model(weights_from_args(args))
+    except ModelDirError as err:
+        raise CommandError(str(err)) from None
+    backends, excluded = _gated(args, registry.TOKENS_REFERENCE)
+    path = bench_e2e.run(backends, QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS, source=source,
+                         results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
+    print(f"rows in {_shown(path)}")
+    return 0
+
+
+def _load_results(args: argparse.Namespace) -> list:
+    from harness.tables import load_all
+
+    gpus = load_all(args.results_dir)
+    for r in gpus:
+        for problem in r.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    if not gpus:
+        print(f"no results under {_shown(args.results_dir)}/ (a GPU's sweep writes them: ./run_all.sh)")
+    return gpus
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from harness.plots import plot_all
+
+    for path in plot_all(_load_results(args), args.plots_dir):
+        print(f"wrote {_shown(path)}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import update_readmes, write_report
+
+    gpus = _load_results(args)
+    committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
+    if args.output is None and committed:
+        for path in update_readmes(gpus, args.plots_dir, args.results_dir):
+            print(f"updated {_shown(path)}")
+    else:
+        path = write_report(gpus, args.plots_dir, args.results_dir, args.output or args.results_dir / REPORT_NAME)
+        print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    from gpt2.cli import add_weights_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", help="list the backends in the registry")
+    def results_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--results-dir", type=Path, default=COMMITTED_RESULTS, metavar="DIR",
+                       help=f"where results/<gpu>/*.csv are (default: {_shown(COMMITTED_RESULTS)}/)")
+
+    def plots_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--plots-dir", type=Path, default=COMMITTED_PLOTS, metavar="DIR",
+                       help=f"where plots/<gpu>/*.png go (default: {_shown(COMMITTED_PLOTS)}/)")
+
+    p = sub.add_parser("list", help="list the backends, where each runs, and what is unavailable here")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("build", help="build the CUDA versions in parallel (only what changed)")
+    p = sub.add_parser("build", help="build the CUDA versions in parallel (only what changed); without a GPU, "
+                                     "set TORCH_CUDA_ARCH_LIST (e.g. 9.0)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--jobs", type=int, default=None, help="versions built at once (default: cores / 2)")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("compile-check", help="compile every attention.cu with nvcc alone (no GPU) and "
-                                             "report registers, shared memory and spills")
+    p = sub.add_parser("compile-check", help="compile every attention.cu with nvcc alone (no GPU): registers, "
+                                             "shared memory, spills, and the launch configuration")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--arch", action="append", default=None,
                    help="SM architecture, repeatable (default: sm_90 and sm_75)")
+    p.add_argument("--jobs", type=int, default=None, help="nvcc processes at once (default: cores)")
     p.set_defaults(func=cmd_compile_check)
 
     p = sub.add_parser("check", help="correctness gate: every backend against float64 (GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
+    results_dir(p)
     p.set_defaults(func=cmd_check)
 
-    for name, func, help_text in (("bench-kernels", cmd_bench_kernels, "time the attention op of every backend (GPU)"),
-                                  ("bench-e2e", cmd_bench_e2e, "time GPT-2 generation with every backend (GPU)")):
-        p = sub.add_parser(name, help=help_text + "; rows go to results/<gpu>/ and a rerun resumes")
+    for name, func, help_text in (
+            ("bench-kernels", cmd_bench_kernels, "device time and call time of every backend's op (GPU)"),
+            ("bench-e2e", cmd_bench_e2e, "GPT-2 generation with every backend: GPU time and eager time (GPU)")):
+        p = sub.add_parser(name, help=help_text + "; rows go to <results-dir>/<gpu>/ and a rerun resumes")
         p.add_argument("--backends", default="all", help=BACKENDS_HELP)
         p.add_argument("--quick", action="store_true", help="a few shapes / token counts only")
         p.add_argument("--fresh", action="store_true",
@@ -165,19 +236,25 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--skip-gate", action="store_true",
                        help="time without the correctness gate (by default a backend is timed only if it "
                             "passed the gate on this setup; the gate runs for those not yet checked)")
-        if name == "bench-kernels":
-            p.add_argument("--reps", type=int, default=50, help="timed repetitions per shape (default: 50)")
-        else:
-            p.add_argument("--repeats", type=int, default=3, help="timed runs per length (default: 3)")
+        results_dir(p)
+        if name == "bench-e2e":
+            add_weights_arguments(p)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("plot", help="redraw plots/<gpu>/ from results/<gpu>/*.csv (no GPU needed)")
+    p = sub.add_parser("plot", help="draw <plots-dir>/<gpu>/ from <results-dir>/<gpu>/*.csv (no GPU needed)")
+    results_dir(p)
+    plots_dir(p)
     p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("report", help="regenerate the README tables and each version's measured effect")
+    p = sub.add_parser("report", help="regenerate the README tables (from the committed results/ only) or write "
+                                      "<results-dir>/report.md")
+    results_dir(p)
+    plots_dir(p)
+    p.add_argument("--output", type=Path, default=None, metavar="FILE",
+                   help="write the tables to FILE instead of updating README.md and versions/*/README.md")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh)")
+    p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh; GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.set_defaults(func=cmd_sanitize_workload)
     return parser
@@ -187,10 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (registry.UnknownBackendError, CommandError) as err:
+    except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
         print(f"python -m harness: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\npython -m harness: interrupted; every finished row is kept under results/, and the same "
-              "command resumes where this one stopped", file=sys.stderr)
+        print("\npython -m harness: interrupted; every finished row is kept, and the same command resumes "
+              "where this one stopped", file=sys.stderr)
         return 130

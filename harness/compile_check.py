@@ -1,21 +1,45 @@
 """Compile each version's kernel file with nvcc alone (no GPU, no torch) and report
-registers, shared memory, stack and spill bytes from ptxas."""
+registers, shared memory, stack and spill bytes from ptxas, and the launch
+configuration its launcher chooses (grid, block, dynamic shared memory) at a stated
+shape on a stated GPU, printed by a small host probe linked with the kernel file."""
 from __future__ import annotations
 
+import concurrent.futures as futures
+import os
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
-from harness.registry import Backend
-from harness.extension import BASE_CUDA_FLAGS, COMMON_DIR
+from backends.extension import BASE_CUDA_FLAGS, COMMON_DIR, find_nvcc
+from backends.registry import Backend, Capability, CudaVersion, capability_text
+from harness.study import HEADLINE_SHAPES, Shape
 
-DEFAULT_ARCHS = ("sm_90", "sm_75")  # Hopper (our GPU) and Turing (the original GTX 1660 Super)
+DEFAULT_ARCHS = ("sm_90", "sm_75")  # Hopper (our GPUs) and Turing (the original GTX 1660 Super)
+PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "launch_config_probe.cpp"
+PROBE_SHAPE: Shape = HEADLINE_SHAPES[0]  # contiguous q, k, v
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What a launcher is told about the GPU (versions/common/attention_launch.h)."""
+
+    name: str
+    smem_per_block: int
+    smem_per_block_optin: int
+    sm_count: int
+
+
+H100 = DeviceLimits("H100", smem_per_block=49152, smem_per_block_optin=232448, sm_count=132)
+PROBE_LIMITS = H100
+
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _STACK_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
+_PROBE_OUTPUT = re.compile(r"grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) smem (\d+)")
 
 
 @dataclass(frozen=True)
@@ -29,51 +53,165 @@ class KernelResources:
     spill_load_bytes: int
 
 
-def find_nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/nvcc")
-    return str(default) if default.exists() else None
+@dataclass(frozen=True)
+class LaunchConfig:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int  # dynamic shared memory per block
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
 
 
-def compile_version(nvcc: str, backend: Backend, arch: str) -> KernelResources:
-    """Compile to an object file and parse ptxas's report; raises RuntimeError with the
-    compiler's output on failure."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [nvcc, f"-arch={arch}", "-c", str(backend.source_dir / "attention.cu"), "-o",
-               str(Path(tmp) / "attention.o"), f"-I{COMMON_DIR}", "-Xptxas", "-v",
-               *BASE_CUDA_FLAGS, *backend.build_flags]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+class CompileError(RuntimeError):
+    """nvcc or the probe failed; the message holds their output."""
+
+
+def arch_capability(arch: str) -> Capability:
+    """'sm_90' -> (9, 0); 'sm_75' -> (7, 5)."""
+    match = _ARCH.match(arch)
+    if not match:
+        raise ValueError(f"cannot read the architecture {arch!r}; use names such as sm_90 or sm_75")
+    return int(match[1]), int(match[2])
+
+
+def skip_reason(version: CudaVersion, arch: str) -> str | None:
+    """Why `version` is not compiled for `arch` (it needs a newer GPU), or None."""
+    capability = arch_capability(arch)
+    if capability >= version.min_compute_capability:
+        return None
+    return (f"needs compute capability {capability_text(version.min_compute_capability)} "
+            f"({version.capability_reason()}); {arch} is {capability_text(capability)}")
+
+
+def _run(cmd: list[str], what: str) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     output = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        raise RuntimeError(f"nvcc failed for {backend.name} ({arch}):\n{output}")
-    # The kernel's own report follows its "Compiling entry function" line.
-    kernel_part = output[output.find("Compiling entry function"):]
+        raise CompileError(f"{what} failed:\n{' '.join(cmd)}\n{output}")
+    return output
+
+
+def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) -> KernelResources:
+    """Compile to out_dir/<name>_<arch>.o and parse ptxas's report."""
+    obj = out_dir / f"{version.name}_{arch}.o"
+    output = _run([str(nvcc), f"-arch={arch}", "-c", str(version.source_dir / "attention.cu"), "-o", str(obj),
+                   f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags],
+                  f"nvcc for {version.name} ({arch})")
+    kernel_part = output[output.find("Compiling entry function"):]  # the kernel's own report follows
     registers = _REGISTERS.search(kernel_part)
     stack = _STACK_SPILLS.search(kernel_part)
     if not registers or not stack:
-        raise RuntimeError(f"could not read ptxas's report for {backend.name} ({arch}):\n{output}")
+        raise CompileError(f"could not read ptxas's report for {version.name} ({arch}):\n{output}")
     smem = _SMEM.search(kernel_part)
-    return KernelResources(backend.name, arch, int(registers.group(1)), int(smem.group(1)) if smem else 0,
-                           int(stack.group(1)), int(stack.group(2)), int(stack.group(3)))
+    return KernelResources(version.name, arch, int(registers[1]), int(smem[1]) if smem else 0,
+                           int(stack[1]), int(stack[2]), int(stack[3]))
 
 
-def run_compile_check(backends: list[Backend], archs: list[str] | None) -> int:
+def compile_probe(nvcc: Path, out_dir: Path) -> Path:
+    obj = out_dir / "launch_config_probe.o"
+    _run([str(nvcc), "-c", str(PROBE_SOURCE), "-o", str(obj), f"-I{COMMON_DIR}", "-std=c++17"], "the probe")
+    return obj
+
+
+def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVersion,
+                 shape: Shape = PROBE_SHAPE, limits: DeviceLimits = PROBE_LIMITS) -> LaunchConfig:
+    """Link the probe with the version's object file and run it (no GPU needed)."""
+    exe = kernel_obj.with_suffix(".probe")
+    link = subprocess.run([str(nvcc), str(probe_obj), str(kernel_obj), "-o", str(exe)], capture_output=True, text=True)
+    if link.returncode != 0:
+        output = link.stdout + link.stderr
+        if "launch_config" in output:
+            raise CompileError(f"{version.name} does not define causal_attention::launch_config "
+                               "(versions/common/attention_launch.h declares it; every version defines it)")
+        raise CompileError(f"linking the launch probe with {version.name} failed:\n{output}")
+    output = _run([str(exe), str(shape.B), str(shape.H), str(shape.T), str(limits.smem_per_block),
+                   str(limits.smem_per_block_optin), str(limits.sm_count)], f"the launch probe of {version.name}")
+    match = _PROBE_OUTPUT.search(output)
+    if not match:
+        raise CompileError(f"the launch probe of {version.name} printed {output!r}")
+    values = [int(g) for g in match.groups()]
+    return LaunchConfig(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class VersionReport:
+    version: CudaVersion
+    resources: dict[str, KernelResources | str]  # arch -> resources, or why not (skipped, error)
+    launch: LaunchConfig | str  # or why not
+    launch_failed: bool = False  # the probe did not run (no launch_config, a link error)
+
+
+def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_obj: Path | None,
+                  out_dir: Path) -> VersionReport:
+    resources: dict[str, KernelResources | str] = {}
+    launch: LaunchConfig | str = "no architecture compiled"
+    launch_failed = False
+    for arch in archs:
+        reason = skip_reason(version, arch)
+        if reason:
+            resources[arch] = f"skipped: {reason}"
+            continue
+        try:
+            resources[arch] = compile_version(nvcc, version, arch, out_dir)
+        except CompileError as err:
+            resources[arch] = str(err)
+            continue
+        if isinstance(launch, str) and probe_obj is not None:  # the first compiled object runs the probe
+            try:
+                launch = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{arch}.o", version)
+            except CompileError as err:
+                launch, launch_failed = str(err), True
+    return VersionReport(version, resources, launch, launch_failed)
+
+
+def _format_resources(name: str, arch: str, r: KernelResources | str) -> str:
+    if isinstance(r, str):
+        return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
+    return (f"{name:8s} {arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
+            f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}")
+
+
+def _format_launch(name: str, launch: LaunchConfig | str) -> str:
+    if isinstance(launch, str):
+        return f"{name:8s} –  ({launch.splitlines()[0]})"
+    grid = "x".join(map(str, launch.grid))
+    block = "x".join(map(str, launch.block))
+    return f"{name:8s} {block:>10s} {launch.threads:7d} {grid:>12s} {launch.smem_bytes:12d}"
+
+
+def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, *, jobs: int | None = None) -> int:
+    """Print both tables; exit status 1 if a compilation failed (skips are not failures)."""
     nvcc = find_nvcc()
     if nvcc is None:
-        print("compile-check skipped: nvcc not found (install the CUDA toolkit or put nvcc on PATH)")
+        print("compile-check skipped: nvcc not found (install the CUDA toolkit, put nvcc on PATH or set CUDA_HOME)")
         return 0
-    failures = 0
+    archs = list(archs or DEFAULT_ARCHS)
+    for arch in archs:
+        arch_capability(arch)  # refuse a malformed name before compiling anything
+    versions = [b for b in backends if isinstance(b, CudaVersion)]
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = Path(tmp)
+        try:
+            probe_obj: Path | None = compile_probe(nvcc, out_dir)
+        except CompileError as err:
+            print(f"the launch probe does not compile, so no launch configurations: {err}")
+            probe_obj = None
+        with futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+            reports = list(pool.map(lambda v: check_version(nvcc, v, archs, probe_obj, out_dir), versions))
     print(f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} {'spills (st/ld)':>15s}")
-    for backend in (b for b in backends if b.is_version):
-        for arch in archs or DEFAULT_ARCHS:
-            try:
-                r = compile_version(nvcc, backend, arch)
-            except RuntimeError as err:
-                print(err)
-                failures += 1
-                continue
-            print(f"{r.name:8s} {r.arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
-                  f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}")
+    failures = 0
+    for report in reports:
+        for arch, r in report.resources.items():
+            print(_format_resources(report.version.name, arch, r))
+            failures += isinstance(r, str) and not r.startswith("skipped")
+    limits = PROBE_LIMITS
+    print(f"\nlaunch configuration at {PROBE_SHAPE.describe()}, contiguous q, k, v, on an {limits.name} "
+          f"({limits.smem_per_block} B shared memory per block by default, {limits.smem_per_block_optin} B "
+          f"opt-in, {limits.sm_count} SMs):")
+    print(f"{'version':8s} {'block':>10s} {'threads':>7s} {'grid':>12s} {'dynamic smem':>12s}")
+    for report in reports:
+        print(_format_launch(report.version.name, report.launch))
+        failures += report.launch_failed
     return 1 if failures else 0

@@ -5,67 +5,72 @@ proof is the GPU test suite; the gate re-checks on fresh inputs in the run that 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
 import torch
 from tqdm import tqdm
 
-from harness import environment
-from harness.attention import BackendUnavailableError, attention_fn
-from harness.reference import HEAD_DIM, compare, random_qkv, reference_attention
-from harness.registry import Backend
-from harness.results import correctness_file
+from backends import registry
+from backends.environment import Provenance, collect
+from backends.registry import Backend, Target
+from harness.reference import compare, random_qkv, reference_attention
+from harness.results import CORRECTNESS, CorrectnessRow, done
+from harness.study import GATE_SHAPES
 
-# (B, T, C): T = 1, partial tiles of every tile size, B > 1, both GPT-2 widths.
-GATE_SHAPES = [(1, 1, 768), (3, 33, 768), (2, 49, 1024), (1, 65, 768), (3, 129, 1024), (2, 513, 768),
-               (1, 1024, 768)]
+FAILED = "failed the correctness gate (results/<gpu>/correctness.csv says where)"
 
 
-def run_gate(backends: list[Backend], seed: int = 0, provenance: dict | None = None) -> list[Backend]:
-    """Check each backend; write results/<gpu>/correctness.csv; return those that pass."""
-    provenance = provenance or environment.collect()
-    results = correctness_file(environment.gpu_slug(provenance["gpu"]))
-    passed = []
-    cases = [(B, T, C, *random_qkv(B, T, C, seed=seed + i, device="cuda"))
-             for i, (B, T, C) in enumerate(GATE_SHAPES)]
-    refs = [reference_attention(q, k, v, C // HEAD_DIM) for (_, _, C, q, k, v) in cases]
+@dataclass(frozen=True)
+class GateResult:
+    passed: list[Backend]
+    left_out: dict[str, str]  # backend -> why it is not timed (failed, cannot run here)
+
+
+def _check(backends: Sequence[Backend], device: torch.device, path: Path, provenance: Provenance,
+           seed: int = 0) -> dict[str, str]:
+    """Run the gate for `backends`; write their rows; return the failures and why."""
+    failures: dict[str, str] = {}
+    cases = [(shape, *random_qkv(shape, seed=seed + i, device=device)) for i, shape in enumerate(GATE_SHAPES)]
+    refs = [reference_attention(q, k, v, shape.H) for shape, q, k, v in cases]
     for backend in tqdm(backends, desc="correctness gate", unit="backend"):
-        if backend.unavailable:
-            continue
         try:
-            fn = attention_fn(backend)
-        except (BackendUnavailableError, RuntimeError) as err:
-            tqdm.write(f"{backend.name}: cannot run ({err}); left out")
+            fn = backend.attention(device)
+        except (registry.BackendUnavailableError, RuntimeError) as err:  # e.g. its build failed
+            failures[backend.name] = f"cannot run: {(str(err).strip().splitlines() or [''])[0]}"
+            tqdm.write(f"{backend.name}: {failures[backend.name]}; left out")
             continue
-        ok = True
-        for (B, T, C, q, k, v), ref in zip(cases, refs):
-            cmp = compare(fn(q, k, v, C // HEAD_DIM), ref)
-            ok &= cmp.ok
-            results.append({"backend": backend.name, "B": B, "T": T, "C": C, "rel_err": cmp.rel_err,
-                            "max_abs_err": cmp.max_abs_err, "passed": cmp.ok, **provenance})
-            if not cmp.ok:
-                tqdm.write(f"{backend.name} FAILED at B={B} T={T} C={C}: {cmp.describe()}")
-        if ok:
-            passed.append(backend)
-    torch.cuda.synchronize()
-    left_out = [b.name for b in backends if b not in passed and not b.unavailable]
-    print(f"correctness gate: {len(passed)} passed" + (f", left out: {', '.join(left_out)}" if left_out else ""))
-    return passed
+        for (shape, q, k, v), ref in zip(cases, refs):
+            result = compare(fn(q, k, v, shape.H), ref)
+            CORRECTNESS.append(path, CorrectnessRow(backend=backend.name, B=shape.B, H=shape.H, T=shape.T,
+                                                    rel_err=result.rel_err, max_abs_err=result.max_abs_err,
+                                                    passed=result.ok, provenance=provenance))
+            if not result.ok:
+                failures[backend.name] = FAILED
+                tqdm.write(f"{backend.name} FAILED at {shape.describe()}: {result.describe()}")
+    torch.cuda.synchronize(device)
+    return failures
 
 
-def passing(backends: list[Backend]) -> list[Backend]:
-    """The backends that pass the gate on this setup, reusing this setup's stored gate
-    rows (results/<gpu>/correctness.csv) and checking only the backends without them."""
-    provenance = environment.collect()
-    done = correctness_file(environment.gpu_slug(provenance["gpu"])).done(provenance)
-    known, unknown = [], []
-    for backend in backends:
-        if backend.unavailable:
-            continue
-        keys = [(backend.name, str(B), str(T), str(C)) for B, T, C in GATE_SHAPES]
-        if all(key in done for key in keys):
-            if all(done[key]["passed"] == "True" for key in keys):
-                known.append(backend)
-            else:
-                print(f"{backend.name} failed the correctness gate on this setup; left out")
-        else:
-            unknown.append(backend)
-    return known + (run_gate(unknown, provenance=provenance) if unknown else [])
+def run_gate(backends: Sequence[Backend], *, results_dir: Path, resume: bool = True,
+             device: torch.device) -> GateResult:
+    """The backends that pass the gate on this setup. Stored rows of this setup are
+    reused (resume); backends without them are checked now. Backends that cannot run
+    here are left out with their reason."""
+    provenance = collect(device)
+    path = CORRECTNESS.path(results_dir, provenance.slug)
+    stored = done(CORRECTNESS, path, provenance) if resume else {}
+    runnable, left_out = registry.partition(backends, Target.of(device))
+    unchecked = []
+    for backend in runnable:
+        rows = [stored.get((backend.name, s.B, s.H, s.T)) for s in GATE_SHAPES]
+        if any(row is None for row in rows):
+            unchecked.append(backend)
+        elif not all(row.passed for row in rows):  # type: ignore[union-attr]
+            left_out[backend.name] = FAILED
+    left_out.update(_check(unchecked, device, path, provenance) if unchecked else {})
+    passed = [b for b in runnable if b.name not in left_out]
+    failed = sorted(name for name in left_out if name in {b.name for b in runnable})
+    print(f"correctness gate: {len(passed)} passed" + (f"; left out: {', '.join(failed)}" if failed else ""))
+    return GateResult(passed, left_out)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-HEAD_DIM = 64
+from harness.study import Shape
+
 # float32 accumulation over up to a few thousand terms lands near 1e-6 relative error;
 # the bounds leave a 10x margin yet catch any indexing or masking error (which shows up
 # as O(1) errors).
@@ -14,12 +15,12 @@ REL_TOL = 1e-5
 ABS_TOL = 1e-4
 
 
-def random_qkv(B: int, T: int, C: int, *, seed: int, device: torch.device | str,
+def random_qkv(shape: Shape, *, seed: int, device: torch.device | str,
                score_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Three (B, T, C) float32 tensors from N(0, 1); q and k are multiplied by
     sqrt(score_scale), so the scores q.k / sqrt(d) have standard deviation score_scale."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    q, k, v = (torch.randn(B, T, C, device=device, generator=generator) for _ in range(3))
+    q, k, v = (torch.randn(shape.B, shape.T, shape.C, device=device, generator=generator) for _ in range(3))
     factor = math.sqrt(score_scale)
     return q * factor, k * factor, v
 

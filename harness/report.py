@@ -1,23 +1,26 @@
-"""README tables and each version's measured effect, generated from the committed CSVs.
+"""README tables and each version's measured effect, generated from the results.
 
 Text between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` is
-replaced; nothing else in the files is touched.
+replaced; nothing else in the files is touched. Tables lead with GPU times (device time
+per kernel call, graph-replay time end to end) and show eager/call times beside them.
 """
 from __future__ import annotations
 
+import os
 import re
+import statistics
 from pathlib import Path
+from typing import Sequence
 
-import pandas as pd
-
-from harness.plots import GEN_SHAPE, THROUGHPUT_SHAPE
-from harness.registry import PROJECT_ROOT, versions
-from harness.results import RESULTS_ROOT, gpu_slugs
-from harness.tables import GpuResults, load
+from backends import registry
+from backends.registry import PROJECT_ROOT
+from harness.plots import FIGURES, GPU_COMPARISON
+from harness.results import E2ERow, KernelRow
+from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, Shape
+from harness.tables import GpuResults
 
 README = PROJECT_ROOT / "README.md"
-PLOT_FILES = ["e2e_time_vs_tokens.png", "e2e_512_progression.png", "kernel_versions.png",
-              "kernel_time_vs_T.png", "peak_memory_vs_tokens.png"]
+DASH = "–"
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -34,99 +37,172 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def e2e_table(r: GpuResults, tokens: int = 512) -> str:
-    rows = r.e2e[r.e2e["tokens"] == tokens] if not r.e2e.empty else r.e2e
-    if rows.empty:
+def _num(value: float | None, fmt: str) -> str:
+    return DASH if value is None else fmt.format(value)
+
+
+def _span(low: float | None, high: float | None, fmt: str) -> str:
+    return DASH if low is None or high is None else f"{fmt.format(low)}–{fmt.format(high)}"
+
+
+def _yes_no(value: bool | None) -> str:
+    return DASH if value is None else ("yes" if value else "**no**")
+
+
+def _range(values: Sequence[int | None]) -> str:
+    known = sorted({v for v in values if v is not None})
+    return DASH if not known else (str(known[0]) if len(known) == 1 else f"{known[0]} to {known[-1]}")
+
+
+def e2e_table(r: GpuResults, tokens: int = HEADLINE_TOKENS) -> str:
+    rows = r.e2e_rows(tokens)
+    if not rows:
         return f"_No end-to-end results at {tokens} tokens yet._"
-    naive = rows[rows["backend"] == "naive"]["seconds_median"]
-    naive_s = float(naive.iloc[0]) if len(naive) else None
-    body = []
-    for _, x in rows.iterrows():
-        share = x.get("attention_gpu_share")
-        same = x.get("same_tokens_as_naive")
-        body.append([f"`{x['backend']}`", f"{x['seconds_median']:.3f}", f"{x['seconds_min']:.3f}–{x['seconds_max']:.3f}",
-                     f"{x['tokens_per_second']:.0f}", f"{naive_s / x['seconds_median']:.2f}×" if naive_s else "–",
-                     f"{x['peak_memory_bytes'] / 2**20:.0f}",
-                     "–" if pd.isna(same) else ("yes" if str(same) == "True" else "no"),
-                     "–" if pd.isna(share) else f"{100 * float(share):.0f}%"])
-    runs = int(rows["runs"].max())
-    return (f"End-to-end: GPT-2 small, {tokens} tokens, batch 1, median of {runs} runs after a warm-up.\n\n"
-            + _table(["backend", "median (s)", "min–max (s)", "tokens/s", "speedup vs naive", "peak MiB",
-                      "same tokens as naive", "attention share of GPU time"], body))
+    reference = r.end_to_end(registry.TOKENS_REFERENCE, tokens)
+    reference_s = reference.seconds_gpu_median if reference else None
+    body = [[f"`{x.backend}`", _num(x.seconds_gpu_median, "{:.3f}"), _span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"),
+             _num(x.seconds_eager_median, "{:.3f}"), _span(x.seconds_eager_min, x.seconds_eager_max, "{:.3f}"),
+             _num(x.tokens_per_second, "{:.0f}"),
+             _num(reference_s / x.seconds_gpu_median if reference_s and x.seconds_gpu_median else None, "{:.2f}×"),
+             _num(x.peak_memory_bytes / 2**20 if x.peak_memory_bytes else None, "{:.0f}"),
+             _yes_no(x.same_tokens_as_naive), _yes_no(x.graph_tokens_match_eager),
+             _num(100 * x.attention_gpu_share if x.attention_gpu_share is not None else None, "{:.0f}%")]
+            for x in rows]
+    first = rows[0]
+    intro = (f"End to end: GPT-2 ({first.model_description()}), {tokens} tokens ({first.prompt_tokens}-token prompt, "
+             f"{tokens - first.prompt_tokens} generated), batch 1, greedy. GPU time: median of "
+             f"{_range([x.replays for x in rows])} replays of the whole generation captured as one CUDA graph, after a "
+             f"warm-up replay; eager: {_range([x.eager_runs for x in rows])} runs from Python, host included. "
+             f"tokens/s: generated tokens over the GPU time. Attention share: 1 − (the same graph with a no-op "
+             f"attention) / GPU time.")
+    return intro + "\n\n" + _table(
+        ["backend", "GPU (s)", "GPU min–max", "eager (s)", "eager min–max", "tokens/s", f"speedup vs "
+         f"{registry.TOKENS_REFERENCE}", "peak MiB", f"same tokens as {registry.TOKENS_REFERENCE}",
+         "graph tokens = eager", "attention share"], body)
 
 
-def kernel_table(r: GpuResults, shape: tuple[int, int, int]) -> str:
-    B, H, T = shape
-    rows = r.kernel_rows(B, H, T)
-    if rows.empty:
-        return f"_No kernel results at B={B}, T={T} yet._"
-    body = [[f"`{x['backend']}`", f"{x['us_median']:.1f}", f"{x['us_min']:.1f}–{x['us_max']:.1f}",
-             f"{x['tflops']:.2f}", "–" if pd.isna(x["ratio_to_sdpa_efficient"]) else f"{x['ratio_to_sdpa_efficient']:.2f}",
-             f"{100 * x['fraction_of_fp32_peak']:.1f}%"] for _, x in rows.iterrows()]
-    peak = rows["fp32_peak_tflops"].iloc[0]
-    return (f"Kernel: B={B}, H={H}, T={T}, d=64, causal; median of {int(rows['reps'].max())} repetitions, "
-            f"L2 flushed before each; float32 peak measured in the same run: {peak:.1f} TFLOP/s.\n\n"
-            + _table(["backend", "median (µs)", "min–max (µs)", "TFLOP/s", "time / sdpa-efficient",
-                      "of fp32 peak"], body))
+def kernel_table(r: GpuResults, shape: Shape) -> str:
+    rows = r.kernel_rows(shape)
+    if not rows:
+        return f"_No kernel results at {shape.describe()} yet._"
+    body = [[f"`{x.backend}`", _num(x.us_device_median, "{:.1f}"), _span(x.us_device_min, x.us_device_max, "{:.1f}"),
+             _num(x.us_call_median, "{:.1f}"), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_sdpa_efficient, "{:.2f}"),
+             _num(100 * x.fraction_of_fp32_peak if x.fraction_of_fp32_peak is not None else None, "{:.1f}%")]
+            for x in rows]
+    peaks = [x.fp32_peak_tflops for x in rows if x.fp32_peak_tflops]
+    intro = (f"Kernel: {shape.describe()}, causal. Device time per call: median of {_range([x.replays for x in rows])} "
+             f"replays of a CUDA graph of R × [L2 flush, call] minus the flushes alone, divided by R "
+             f"({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. float32 FMA peak "
+             f"measured in the same run: {_num(statistics.median(peaks) if peaks else None, '{:.1f}')} TFLOP/s.")
+    return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
+                                    f"× {registry.KERNEL_REFERENCE}", "of fp32 peak"], body)
 
 
-def gpu_section(r: GpuResults) -> str:
-    parts = [f"### {r.gpu}", f"Provenance: {r.provenance_line()}. Raw rows: `results/{r.slug}/`.",
-             e2e_table(r), kernel_table(r, GEN_SHAPE), kernel_table(r, THROUGHPUT_SHAPE)]
-    if r.unavailable:
-        parts.append("Not measured: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(r.unavailable.items())) + ".")
-    parts += [f"![{name}](plots/{r.slug}/{name})" for name in PLOT_FILES
-              if (PROJECT_ROOT / "plots" / r.slug / name).exists()]
+def _link(target: Path, readme: Path) -> str:
+    return os.path.relpath(target, readme.parent).replace(os.sep, "/")
+
+
+def gpu_section(r: GpuResults, plots_dir: Path, readme: Path, results_dir: Path) -> str:
+    parts = [f"### {r.gpu}", f"Provenance: {r.provenance_line()}. Raw rows: `{_link(results_dir / r.slug, readme)}/`.",
+             e2e_table(r), *(kernel_table(r, shape) for shape in HEADLINE_SHAPES)]
+    if r.not_measured:
+        parts.append("Not measured: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(r.not_measured.items())) + ".")
+    notes = r.notes()
+    if notes:
+        parts.append("Notes: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(notes.items())) + ".")
+    if r.problems:
+        parts.append(f"Skipped {len(r.problems)} damaged rows: " + "; ".join(f"`{p}`" for p in r.problems) + ".")
+    parts += [f"![{name}]({_link(plots_dir / r.slug / name, readme)})" for name in FIGURES
+              if (plots_dir / r.slug / name).exists()]
     return "\n\n".join(parts)
 
 
-def _value(frame: pd.DataFrame, backend: str, field: str) -> float | None:
-    rows = frame[frame["backend"] == backend] if not frame.empty else frame
-    return float(rows[field].iloc[0]) if len(rows) else None
+def cross_gpu_table(gpus: Sequence[GpuResults]) -> str:
+    """A row per backend; per GPU the headline GPU time and kernel device times."""
+    backends = [b for b in registry.names() if any(r.end_to_end(b, HEADLINE_TOKENS) or any(
+        r.kernel(b, s) for s in HEADLINE_SHAPES) for r in gpus)]
+    if not backends:
+        return "_No results yet._"
+    header = ["backend"]
+    for r in gpus:
+        header += [f"{r.gpu}: {HEADLINE_TOKENS} tokens, GPU (s)",
+                   *(f"{r.gpu}: kernel {s.label()} (µs)" for s in HEADLINE_SHAPES)]
+    body = []
+    for b in backends:
+        cells = [f"`{b}`"]
+        for r in gpus:
+            e2e = r.end_to_end(b, HEADLINE_TOKENS)
+            cells.append(_num(e2e.seconds_gpu_median if e2e else None, "{:.3f}"))
+            for shape in HEADLINE_SHAPES:
+                k = r.kernel(b, shape)
+                cells.append(_num(k.us_device_median if k else None, "{:.1f}"))
+        body.append(cells)
+    return ("Every GPU side by side (medians of GPU time: CUDA-graph replays; each GPU's own sweep).\n\n"
+            + _table(header, body))
+
+
+def results_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path, results_dir: Path) -> str:
+    if not gpus:
+        return "_No results yet: run `./run_all.sh` on a GPU._"
+    parts = ["### All GPUs", cross_gpu_table(gpus)]
+    if (plots_dir / GPU_COMPARISON).exists():
+        parts.append(f"![{GPU_COMPARISON}]({_link(plots_dir / GPU_COMPARISON, readme)})")
+    parts += [gpu_section(r, plots_dir, readme, results_dir) for r in gpus]
+    return "\n\n".join(parts)
 
 
 def _change(before: float | None, after: float | None) -> str:
-    if before is None or after is None:
-        return "–"
-    return f"{100 * (after - before) / before:+.1f}%"
+    return DASH if before is None or after is None else f"{100 * (after - before) / before:+.1f}%"
+
+
+def _measure_row(label: str, before: float | None, after: float | None, reference: float | None,
+                 fmt: str) -> list[str]:
+    return [label, _num(before, fmt), _num(after, fmt), _change(before, after),
+            _num(after / reference if after and reference else None, "{:.2f}")]
 
 
 def version_section(r: GpuResults, name: str, previous: str) -> str:
-    e2e = r.e2e[r.e2e["tokens"] == 512] if not r.e2e.empty else r.e2e
-    rows = []
-    for label, frame, field, fmt in (
-            ("512-token generation (s)", e2e, "seconds_median", "{:.3f}"),
-            (f"kernel µs, B={GEN_SHAPE[0]} T={GEN_SHAPE[2]}", r.kernel_rows(*GEN_SHAPE), "us_median", "{:.1f}"),
-            (f"kernel µs, B={THROUGHPUT_SHAPE[0]} T={THROUGHPUT_SHAPE[2]}", r.kernel_rows(*THROUGHPUT_SHAPE),
-             "us_median", "{:.1f}")):
-        before, after = _value(frame, previous, field), _value(frame, name, field)
-        rows.append([label, "–" if before is None else fmt.format(before), "–" if after is None else fmt.format(after),
-                     _change(before, after)])
-    return (f"On {r.gpu} (`results/{r.slug}/`, {r.provenance_line()}):\n\n"
-            + _table(["measure", f"`{previous}`", f"`{name}`", "change"], rows))
+    def kernel_us(backend: str, shape: Shape) -> float | None:
+        row: KernelRow | None = r.kernel(backend, shape)
+        return row.us_device_median if row else None
+
+    def e2e_s(backend: str) -> float | None:
+        row: E2ERow | None = r.end_to_end(backend, HEADLINE_TOKENS)
+        return row.seconds_gpu_median if row else None
+
+    reference = registry.KERNEL_REFERENCE
+    rows = [_measure_row(f"kernel device µs, {s.label()}", kernel_us(previous, s), kernel_us(name, s),
+                         kernel_us(reference, s), "{:.1f}") for s in VERSION_NOTE_SHAPES]
+    rows.append(_measure_row(f"{HEADLINE_TOKENS}-token generation, GPU s", e2e_s(previous), e2e_s(name),
+                             e2e_s(reference), "{:.3f}"))
+    return (f"On {r.gpu} ({r.provenance_line()}):\n\n"
+            + _table(["measure", f"`{previous}`", f"`{name}`", "change", f"`{name}` / `{reference}`"], rows))
 
 
 def versions_table() -> str:
     """The study's steps, straight from the registry."""
-    rows = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, " ".join(f"`{f}`" for f in v.build_flags) or "–",
-             "any row/batch strides" if v.strided_inputs else "contiguous"] for v in versions()]
-    return _table(["version", "step", "extra nvcc flags", "q, k, v layout"], rows)
+    rows = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, " ".join(f"`{f}`" for f in v.build_flags) or DASH,
+             "any row/batch strides" if v.strided_inputs else "contiguous", v.runs_on()] for v in registry.versions()]
+    return _table(["version", "step", "extra nvcc flags", "q, k, v layout", "runs on"], rows)
 
 
-def update_files(results_root: Path = RESULTS_ROOT) -> list[Path]:
+def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path) -> list[Path]:
     """Rewrite the generated blocks of README.md and versions/*/README.md."""
-    gpus = [load(slug, results_root) for slug in gpu_slugs(results_root)]
-    written = []
-    README.write_text(replace_block(README.read_text(), "versions", versions_table()))
-    body = "\n\n".join(gpu_section(r) for r in gpus) or "_No results committed yet: run `./run_all.sh`._"
-    README.write_text(replace_block(README.read_text(), "results", body))
-    written.append(README)
-    rows = versions()
+    text = replace_block(README.read_text(), "versions", versions_table())
+    README.write_text(replace_block(text, "results", results_block(gpus, plots_dir, README, results_dir)))
+    written = [README]
+    rows = registry.versions()
     for i, version in enumerate(rows):
-        previous = rows[i - 1].name if i else "naive"
+        previous = rows[i - 1].name if i else registry.TOKENS_REFERENCE
         path = version.source_dir / "README.md"
-        text = "\n\n".join(version_section(r, version.name, previous) for r in gpus) or "_Not measured yet._"
-        path.write_text(replace_block(path.read_text(), "measured", text))
+        body = "\n\n".join(version_section(r, version.name, previous) for r in gpus) or "_Not measured yet._"
+        path.write_text(replace_block(path.read_text(), "measured", body))
         written.append(path)
     return written
 
+
+def write_report(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, path: Path) -> Path:
+    """The same tables as the README's, into a file of their own (a trial run's report)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Results\n\n" + results_block(gpus, plots_dir, path, results_dir) + "\n")
+    return path

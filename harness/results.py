@@ -1,82 +1,260 @@
-"""CSV files of measurements under results/<gpu>/, written row by row so that an
-interrupted sweep keeps every finished row and a rerun resumes where it stopped."""
+"""CSV files of measurements under <results>/<gpu>/, one schema per file.
+
+Each file's schema is a frozen dataclass (its fields are the columns, the provenance
+fields last); the writer and every reader use it, so values are parsed into their
+types once, here. Rows are appended and pushed to disk one by one, so an interrupted
+sweep keeps every finished row and a rerun resumes where it stopped. A damaged row (cut
+short, a value that does not parse) is reported with its file and line and skipped.
+"""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
+import sys
+import types
+import typing
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
-from harness.environment import PROVENANCE_FIELDS, same_setup
-from harness.registry import PROJECT_ROOT
+from backends.environment import Provenance
+from harness.study import Shape
 
-# STUDY_RESULTS_ROOT / STUDY_PLOTS_ROOT redirect a trial run away from the committed folders.
-RESULTS_ROOT = Path(os.environ.get("STUDY_RESULTS_ROOT", PROJECT_ROOT / "results"))
-PLOTS_ROOT = Path(os.environ.get("STUDY_PLOTS_ROOT", PROJECT_ROOT / "plots"))
+PROVENANCE_COLUMNS = tuple(f.name for f in dataclasses.fields(Provenance))
+OK = "ok"  # the status of a measured row; any other status says why it was not measured
 
 
-class ResultsFile:
-    """One CSV with a fixed column order; `key_fields` identify a measurement."""
+class ResultsFileError(Exception):
+    """A results file that cannot be used at all (another schema); the message names it."""
 
-    def __init__(self, path: Path, fields: list[str], key_fields: list[str]) -> None:
-        self.path = path
-        self.fields = fields + [f for f in PROVENANCE_FIELDS if f not in fields]
-        self.key_fields = key_fields
 
-    def rows(self) -> list[dict[str, str]]:
-        if not self.path.exists():
-            return []
-        with self.path.open(newline="") as f:
-            return list(csv.DictReader(f))
+@dataclass(frozen=True)
+class CorrectnessRow:
+    backend: str
+    B: int
+    H: int
+    T: int
+    rel_err: float
+    max_abs_err: float
+    passed: bool
+    provenance: Provenance
 
-    def key(self, row: dict) -> tuple[str, ...]:
-        return tuple(str(row[k]) for k in self.key_fields)
 
-    def done(self, provenance: dict) -> dict[tuple[str, ...], dict[str, str]]:
-        """Rows already measured on this setup (same GPU, driver, CUDA, torch, commit)."""
-        return {self.key(r): r for r in self.rows() if same_setup(r, provenance)}
+@dataclass(frozen=True)
+class KernelRow:
+    """One backend at one shape. Device times: GPU time per call without host gaps (CUDA
+    graph replays of reps x [L2 flush, call] minus the flushes alone); call time: CUDA
+    events around one eager call, what a Python caller pays."""
 
-    def append(self, row: dict) -> None:
+    backend: str
+    B: int
+    H: int
+    T: int
+    d: int
+    status: str
+    notes: str | None  # e.g. why the device time is missing (not capturable)
+    reps: int | None  # calls per graph replay
+    replays: int | None  # timed replays of each graph
+    us_device_median: float | None
+    us_device_min: float | None
+    us_device_max: float | None
+    us_call_median: float | None
+    tflops: float | None  # from the device median
+    ratio_to_sdpa_efficient: float | None  # device median / the kernel reference's, same run
+    fp32_peak_tflops: float | None
+    fraction_of_fp32_peak: float | None
+    provenance: Provenance
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.B, self.H, self.T)
+
+    @property
+    def measured(self) -> bool:
+        return self.status == OK
+
+
+@dataclass(frozen=True)
+class E2ERow:
+    """One backend generating `tokens` tokens (prompt included), batch 1, greedy."""
+
+    backend: str
+    tokens: int
+    prompt_tokens: int
+    status: str
+    notes: str | None
+    n_layer: int
+    n_head: int
+    n_embd: int
+    replays: int | None  # timed graph replays
+    eager_runs: int | None
+    seconds_gpu_median: float | None  # replays of the whole generation captured as one CUDA graph
+    seconds_gpu_min: float | None
+    seconds_gpu_max: float | None
+    seconds_eager_median: float | None  # the generation run from Python, host included
+    seconds_eager_min: float | None
+    seconds_eager_max: float | None
+    tokens_per_second: float | None  # generated tokens over the GPU median
+    peak_memory_bytes: int | None
+    tokens_sha256: str | None  # of the generated ids, so comparisons survive a resume
+    same_tokens_as_naive: bool | None
+    graph_tokens_match_eager: bool | None
+    seconds_floor_gpu: float | None  # the same graph with attention replaced by a no-op stand-in
+    attention_gpu_share: float | None  # 1 - floor / GPU median
+    weights: str
+    provenance: Provenance
+
+    @property
+    def measured(self) -> bool:
+        return self.status == OK
+
+    def model_description(self) -> str:
+        return f"{self.n_layer} layers, {self.n_head} heads, width {self.n_embd}"
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ReadResult(Generic[R]):
+    rows: list[R]
+    problems: list[str]  # "path:line: what is wrong", one per skipped row
+
+
+class Table(Generic[R]):
+    """One kind of results file: its row type, file name and the fields that key a row."""
+
+    def __init__(self, row_type: type[R], file_name: str, key: tuple[str, ...]) -> None:
+        self.row_type = row_type
+        self.file_name = file_name
+        self.key_fields = key
+        hints = typing.get_type_hints(row_type)
+        self._types = {f.name: hints[f.name] for f in dataclasses.fields(row_type) if f.name != "provenance"}
+        self.columns = tuple(self._types) + PROVENANCE_COLUMNS
+
+    def path(self, results_dir: Path, slug: str) -> Path:
+        return results_dir / slug / self.file_name
+
+    def key(self, row: R) -> tuple:
+        return tuple(getattr(row, name) for name in self.key_fields)
+
+    # -- reading ---------------------------------------------------------------------
+    def read(self, path: Path) -> ReadResult[R]:
+        """Every row of `path` that parses; damaged ones are listed in `problems`."""
+        if not path.exists() or path.stat().st_size == 0:
+            return ReadResult([], [])
+        rows: list[R] = []
+        problems: list[str] = []
+        with path.open(newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, [])
+            self._check_header(path, header)
+            for fields in reader:
+                if not fields:
+                    continue
+                try:
+                    rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
+                except ValueError as err:
+                    problems.append(f"{path}:{reader.line_num}: skipped a damaged row ({err})")
+        return ReadResult(rows, problems)
+
+    def _check_header(self, path: Path, header: list[str]) -> None:
+        missing = [c for c in self.columns if c not in header]
+        extra = [c for c in header if c not in self.columns]
+        if missing or extra:
+            detail = "; ".join(part for part in (
+                f"missing {', '.join(missing)}" if missing else "",
+                f"unknown {', '.join(extra)}" if extra else "") if part)
+            raise ResultsFileError(f"{path} does not have the columns of a {self.file_name} file ({detail}): it was "
+                                   "written by another version of the harness. Measure again into a fresh folder "
+                                   "(e.g. --results-dir), or move the file away.")
+
+    def _parse(self, raw: dict[str, str], count: int, expected: int) -> R:
+        if count != expected:
+            raise ValueError(f"{count} of {expected} fields")
+        values = {name: _parse_value(raw[name], kind, name) for name, kind in self._types.items()}
+        provenance = Provenance(**{name: _parse_value(raw[name], str, name) for name in PROVENANCE_COLUMNS})
+        return self.row_type(**values, provenance=provenance)
+
+    # -- writing ---------------------------------------------------------------------
+    def append(self, path: Path, row: R) -> None:
         """Append one row and push it to disk before returning."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        with self.path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.fields, extrasaction="raise")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists() or path.stat().st_size == 0
+        if not new:
+            with path.open(newline="") as f:
+                self._check_header(path, next(csv.reader(f), []))
+            with path.open("rb") as f:
+                f.seek(-1, os.SEEK_END)
+                cut_short = f.read(1) != b"\n"  # a row cut short by a crash: start a new line
+        with path.open("a", newline="") as f:
+            if not new and cut_short:
+                f.write("\n")
+            writer = csv.writer(f)
             if new:
-                writer.writeheader()
-            writer.writerow({k: _format(row.get(k)) for k in self.fields})
+                writer.writerow(self.columns)
+            flat = {**{name: getattr(row, name) for name in self._types},
+                    **dataclasses.asdict(row.provenance)}  # type: ignore[attr-defined]
+            writer.writerow([_format(flat[c]) for c in self.columns])
             f.flush()
             os.fsync(f.fileno())
 
 
-def _format(value: object) -> object:
+def _parse_value(text: str, kind: object, name: str) -> object:
+    """One CSV cell as `kind` (str, int, float, bool, or one of them | None)."""
+    optional = False
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        optional, kind = True, args[0]
+    if text == "":
+        if optional:
+            return None
+        raise ValueError(f"{name} is empty")
+    try:
+        if kind is bool:
+            if text not in ("True", "False"):
+                raise ValueError
+            return text == "True"
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        return text
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a {getattr(kind, '__name__', kind)}") from None
+
+
+def _format(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
-    return "" if value is None else value
+        return f"{value:.7g}"
+    return str(value)
 
 
-def kernels_file(slug: str) -> ResultsFile:
-    return ResultsFile(RESULTS_ROOT / slug / "kernels.csv",
-                       ["backend", "B", "H", "T", "d", "status", "reps", "us_median", "us_min", "us_max",
-                        "tflops", "ratio_to_sdpa_efficient", "fp32_peak_tflops", "fraction_of_fp32_peak"],
-                       ["backend", "B", "H", "T"])
+CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "B", "H", "T"))
+KERNELS = Table(KernelRow, "kernels.csv", ("backend", "B", "H", "T"))
+E2E = Table(E2ERow, "e2e.csv", ("backend", "tokens"))
 
 
-def e2e_file(slug: str) -> ResultsFile:
-    return ResultsFile(RESULTS_ROOT / slug / "e2e.csv",
-                       ["backend", "tokens", "status", "runs", "seconds_median", "seconds_min", "seconds_max",
-                        "tokens_per_second", "peak_memory_bytes", "same_tokens_as_naive",
-                        "attention_gpu_share", "weights"],
-                       ["backend", "tokens"])
+def read_reporting(table: Table[R], path: Path) -> list[R]:
+    """The rows of `path`; each damaged row is reported on stderr, then skipped."""
+    result = table.read(path)
+    for problem in result.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return result.rows
 
 
-def correctness_file(slug: str) -> ResultsFile:
-    return ResultsFile(RESULTS_ROOT / slug / "correctness.csv",
-                       ["backend", "B", "T", "C", "rel_err", "max_abs_err", "passed"],
-                       ["backend", "B", "T", "C"])
+def done(table: Table[R], path: Path, provenance: Provenance) -> dict[tuple, R]:
+    """The rows of `path` already measured on this setup (same GPU, driver, CUDA, torch,
+    commit), by key; the latest row wins."""
+    return {table.key(r): r for r in read_reporting(table, path)
+            if r.provenance.same_setup(provenance)}  # type: ignore[attr-defined]
 
 
-def gpu_slugs(root: Path = RESULTS_ROOT) -> list[str]:
-    """GPUs with results under `root`, one folder each."""
-    if not root.is_dir():
+def gpu_slugs(results_dir: Path) -> list[str]:
+    """GPUs with results under `results_dir`, one folder each."""
+    if not results_dir.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir())
+    return sorted(p.name for p in results_dir.iterdir() if p.is_dir())

@@ -5,26 +5,28 @@ built (building under the sanitizer would take very long).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
-from harness.extension import load_op
+from backends.registry import CudaVersion
 from harness.reference import compare, random_qkv, reference_attention
-from harness.registry import Backend
+from harness.study import Shape
 
 # Partial tiles for every tile size used (32, 48, 64), T = 1, and B > 1.
-SHAPES = [(1, 1, 768, 12), (2, 33, 768, 12), (2, 49, 1024, 16), (1, 65, 768, 12), (2, 130, 768, 12)]
+SHAPES = (Shape(1, 12, 1), Shape(2, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(2, 12, 130))
 
 
-def run_workload(backends: list[Backend]) -> int:
+def run_workload(versions: Sequence[CudaVersion], device: torch.device) -> int:
     failures = 0
-    for backend in backends:
-        op = load_op(backend)
-        for B, T, C, H in SHAPES:
-            q, k, v = random_qkv(B, T, C, seed=T, device="cuda")
-            out = op(q, k, v, H)
-            torch.cuda.synchronize()
-            result = compare(out, reference_attention(q, k, v, H))
-            status = "ok" if result.ok else "WRONG: " + result.describe()
+    for version in versions:
+        op = version.attention(device)
+        for shape in SHAPES:
+            q, k, v = random_qkv(shape, seed=shape.T, device=device)
+            out = op(q, k, v, shape.H)
+            torch.cuda.synchronize(device)
+            result = compare(out, reference_attention(q, k, v, shape.H))
             failures += not result.ok
-            print(f"{backend.name} B={B} T={T} C={C}: {status}", flush=True)
+            print(f"{version.name} {shape.describe()}: {'ok' if result.ok else 'WRONG: ' + result.describe()}",
+                  flush=True)
     return 1 if failures else 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import registry
+from backends import registry
+from backends.registry import Target
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -16,15 +17,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def version_ops() -> dict:
-    """Every version's op, built once per session (a no-op when build/ is up to date)."""
-    from harness.build import build_all
-    from harness.extension import load_op, set_build_environment
+class VersionOps(dict):
+    """name -> the version's raw op; a version this GPU cannot run skips the test, saying why."""
 
-    set_build_environment()
-    versions = registry.versions()
-    results = build_all(versions)
+    def __init__(self, ops: dict, unavailable: dict[str, str]) -> None:
+        super().__init__(ops)
+        self.unavailable = unavailable
+
+    def __missing__(self, name: str):
+        pytest.skip(f"{name}: {self.unavailable.get(name, 'not built')}")
+
+
+@pytest.fixture(scope="session")
+def version_ops() -> VersionOps:
+    """Every version's op this GPU can run, built once per session (a no-op when build/ is
+    up to date)."""
+    from backends.extension import load_op
+    from harness.build import build_all
+
+    runnable, unavailable = registry.partition(registry.versions(), Target.of("cuda"))
+    results = build_all(runnable)
     failed = [r for r in results if not r.ok]
     assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)
-    return {v.name: load_op(v) for v in versions}
+    return VersionOps({v.name: load_op(v) for v in runnable}, unavailable)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def attention_or_skip():
+    """fn(name) -> the backend's attention on the GPU; a backend this GPU cannot run skips
+    the test, saying why."""
+    def attention(name: str):
+        backend = registry.get(name)
+        reason = backend.why_unavailable(Target.of("cuda"))
+        if reason:
+            pytest.skip(f"{name}: {reason}")
+        return backend.attention("cuda")
+
+    return attention

@@ -1,104 +1,228 @@
-"""Bad input to the command-line tools: a clear one-line message, a non-zero exit, no traceback."""
+"""The command-line tools on a machine without a GPU: a clear one-line message and a
+non-zero exit instead of a traceback. Refusals run in-process (fast); each entry point
+(python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+import torch
 
-from harness.registry import PROJECT_ROOT
+from backends.registry import PROJECT_ROOT
+from gpt2 import cli as gpt2_cli
+from harness import cli as harness_cli
 
-ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # as on a machine without a GPU
-
-
-def run(*args: str, cwd: Path = PROJECT_ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-
-
-def gpt2(*args: str) -> subprocess.CompletedProcess:
-    return run(sys.executable, "-m", "gpt2", *args)
+PROMPT_IDS = [15496, 11, 314, 1101, 257, 3303, 2746, 11]
 
 
-def assert_refused(proc: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch):
+    """As on a machine without a GPU, whatever this one has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def refused(main, argv: list[str], capsys, *fragments: str, status: int = 2) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == status, err
+    assert "Traceback" not in err, err
     for fragment in fragments:
-        assert fragment in proc.stderr, f"{fragment!r} not in {proc.stderr!r}"
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+    return err
 
 
-def test_unknown_backend_lists_valid_names():
-    assert_refused(gpt2("--backend", "v99", "--device", "cpu"), "unknown backend 'v99'", "naive", "v11")
+def gpt2(argv: list[str], capsys, *fragments: str) -> str:
+    return refused(gpt2_cli.main, argv, capsys, *fragments)
 
 
-def test_cuda_only_backend_without_cuda():
-    assert_refused(gpt2("--backend", "v05"), "v05 needs a CUDA device")
-    assert_refused(gpt2("--backend", "sdpa-efficient", "--device", "cpu"), "needs a CUDA device")
+def harness(argv: list[str], capsys, *fragments: str) -> str:
+    return refused(harness_cli.main, argv, capsys, *fragments)
 
 
-def test_float32_unavailable_backend():
-    assert_refused(gpt2("--backend", "sdpa-flash", "--device", "cpu"), "not available for float32")
+def test_unknown_backend_lists_valid_names(capsys):
+    gpt2(["--backend", "v99", "--device", "cpu"], capsys, "unknown backend 'v99'", "naive", "v11")
+
+
+def test_cuda_only_backend_without_cuda(capsys):
+    gpt2(["--backend", "v05"], capsys, "v05 needs a CUDA device")
+    gpt2(["--backend", "sdpa-efficient", "--device", "cpu"], capsys, "needs a CUDA device")
+
+
+def test_float32_unavailable_backend(capsys):
+    gpt2(["--backend", "sdpa-flash", "--device", "cpu"], capsys, "not available for float32")
 
 
 @pytest.mark.parametrize("tokens", ["8", "3", "1025"])
-def test_token_count_out_of_range(tokens):
-    assert_refused(gpt2("--tokens", tokens, "--device", "cpu", "--weights", "random"),
-                   "--tokens must be larger than the prompt (8 tokens)", "context (1024)")
+def test_token_count_out_of_range(capsys, tokens):
+    gpt2(["--tokens", tokens, "--device", "cpu", "--weights", "random"], capsys,
+         "--tokens must be larger than the prompt (8 tokens)", "context (1024)")
 
 
-def test_missing_model_dir(tmp_path):
-    assert_refused(gpt2("--model-dir", str(tmp_path / "absent"), "--device", "cpu"), "does not exist")
+def test_repeats_must_be_positive(capsys):
+    gpt2(["--repeats", "0", "--device", "cpu", "--weights", "random"], capsys, "--repeats must be at least 1")
 
 
-def test_model_dir_without_weights(tmp_path):
+def test_missing_model_dir(tmp_path, capsys):
+    gpt2(["--model-dir", str(tmp_path / "absent"), "--device", "cpu"], capsys, "does not exist")
+
+
+def test_model_dir_without_weights(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128}))
-    assert_refused(gpt2("--model-dir", str(tmp_path), "--device", "cpu"), "has no model.safetensors")
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu"], capsys, "has no model.safetensors")
 
 
-def test_malformed_config(tmp_path):
-    (tmp_path / "config.json").write_text("{not json")
+@pytest.mark.parametrize("config,message", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"n_layer": "two", "n_head": 2, "n_embd": 128}), "n_layer must be a positive integer, got 'two'"),
+    (json.dumps({"n_layer": 2, "n_head": 3, "n_embd": 128}), "not divisible by n_head=3"),
+    (json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128, "n_positions": 0}), "n_positions must be a positive"),
+    (json.dumps([1, 2]), "must hold a JSON object"),
+], ids=["not-json", "n_layer-two", "heads", "positions", "list"])
+def test_malformed_config(tmp_path, capsys, config, message):
+    (tmp_path / "config.json").write_text(config)
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 16)
-    assert_refused(gpt2("--model-dir", str(tmp_path), "--device", "cpu"), "not valid JSON")
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu"], capsys, message, str(tmp_path / "config.json"))
 
 
-def test_malformed_weights(tmp_path):
+def test_malformed_weights(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128}))
     (tmp_path / "model.safetensors").write_bytes(b"garbage, not safetensors")
-    assert_refused(gpt2("--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"),
-                   "not a readable safetensors file")
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"], capsys,
+         "not a readable safetensors file")
 
 
-def test_json_output_on_cpu(tmp_path):
+def test_ctrl_c_says_interrupted(monkeypatch, capsys):
+    def interrupted(request):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpt2_cli, "run", interrupted)
+    err = refused(gpt2_cli.main, ["--device", "cpu", "--weights", "random"], capsys, "interrupted", status=130)
+    assert err.strip() == "python -m gpt2: interrupted"
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)
-    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
-    proc = gpt2("--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "12", "--repeats", "2", "--json")
+    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)) \
+        .save_pretrained(directory)
+    return str(directory)
+
+
+def test_progress_bar_on_a_terminal_only(tiny_model_dir, monkeypatch, capsys):
+    argv = ["--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12", "--repeats", "1"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert gpt2_cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "naive, eager" in captured.err and "/8 " in captured.err, captured.err  # (1 warm-up + 1 run) x 4 tokens
+    assert "4 generated" in captured.out
+    assert gpt2_cli.main([*argv, "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_harness_unknown_backend(capsys):
+    harness(["build", "--backends", "v01,nope"], capsys, "unknown backend 'nope'")
+
+
+@pytest.mark.parametrize("command", ["check", "bench-kernels", "bench-e2e", "sanitize-workload"])
+def test_harness_gpu_steps_without_gpu(capsys, command):
+    harness([command], capsys, "no CUDA device is available", "--plots-only")
+
+
+def test_harness_ctrl_c_keeps_rows(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness_cli, "cmd_list", interrupted)
+    refused(harness_cli.main, ["list"], capsys, "interrupted", "resumes", status=130)
+
+
+def test_build_without_a_gpu_says_what_to_set(monkeypatch, capsys):
+    """With a CPU build of torch: say so. With a CUDA build and no GPU: name TORCH_CUDA_ARCH_LIST."""
+    from harness import build
+
+    if torch.version.cuda is None:
+        harness(["build"], capsys, "is a CPU build", "CUDA build of torch")
+        monkeypatch.setattr(build, "check_build_setup", lambda: None)  # as with a CUDA build of torch
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    harness(["build"], capsys, "no CUDA device to build for", "TORCH_CUDA_ARCH_LIST=9.0")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "nine")
+    harness(["build"], capsys, "TORCH_CUDA_ARCH_LIST: cannot read 'nine'")
+
+
+def test_compile_check_refuses_a_malformed_arch(capsys):
+    harness(["compile-check", "--arch", "hopper"], capsys, "cannot read the architecture 'hopper'")
+
+
+def test_plot_and_report_without_results(tmp_path, capsys):
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    (results / "some-gpu").mkdir(parents=True)  # an empty GPU folder
+    for command in ("plot", "report"):
+        assert harness_cli.main([command, "--results-dir", str(results), "--plots-dir", str(plots)]) == 0
+        out = capsys.readouterr().out
+        assert "no results under" in out, out
+    assert "No results yet" in (results / "report.md").read_text()
+
+
+def test_list_shows_where_each_backend_runs(capsys):
+    assert harness_cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU or CUDA" in out and "CUDA >= 7.5" in out and "not available for float32" in out
+
+
+# -- one subprocess smoke test per entry point ---------------------------------------------
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=PROJECT_ROOT, env=env or ENV, capture_output=True, text=True, timeout=300)
+
+
+def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
+    proc = run(sys.executable, "-m", "gpt2", "--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12",
+               "--repeats", "2", "--json")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", "no progress bar with --json"
     result = json.loads(proc.stdout)
-    for key in ("backend", "weights", "device", "tokens", "token_ids", "seconds_median", "seconds_min",
-                "seconds_max", "peak_memory_bytes", "text"):
-        assert key in result
-    assert len(result["token_ids"]) == 12 and result["token_ids"][:8] == [15496, 11, 314, 1101, 257, 3303, 2746, 11]
+    assert result["token_ids"][:8] == PROMPT_IDS and len(result["token_ids"]) == 12
     assert result["text"].startswith("Hello, I'm a language model,")
-    assert result["seconds_min"] <= result["seconds_median"] <= result["seconds_max"]
+    assert result["generated_tokens"] == 4
+    eager = result["seconds_eager"]
+    assert eager["min"] <= eager["median"] <= eager["max"] and len(eager["all"]) == 2
+    assert result["tokens_per_second_eager"] == pytest.approx(4 / eager["median"])
+    assert result["seconds_gpu"] is None
+    assert {"gpu", "driver", "cuda", "torch", "commit", "date"} <= set(result["provenance"])
+    assert result["provenance"]["torch"] == torch.__version__
 
 
-def test_harness_unknown_backend():
-    proc = run(sys.executable, "-m", "harness", "build", "--backends", "v01,nope")
-    assert_refused(proc, "unknown backend 'nope'")
+def test_harness_entry_point():
+    proc = run(sys.executable, "-m", "harness", "bench-kernels")
+    assert proc.returncode == 2 and "no CUDA device is available" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", ["check", "bench-kernels", "bench-e2e"])
-def test_harness_gpu_steps_without_gpu(command):
-    assert_refused(run(sys.executable, "-m", "harness", command), "no CUDA device is available")
-
-
-def test_run_all_without_gpu_says_so():
-    proc = run("bash", "run_all.sh")
-    assert proc.returncode == 2
+def test_run_all_checks_for_a_gpu_before_anything_else():
+    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr
     assert "no CUDA device is available" in proc.stderr and "--plots-only" in proc.stderr
+    assert "installing" not in proc.stdout
+
+
+def test_run_all_installs_nothing_outside_a_virtual_environment(tmp_path):
+    """An interpreter without the dependencies and outside any venv: run_all.sh says what
+    to run and exits; it never calls pip (the shim would log it)."""
+    log = tmp_path / "calls.log"
+    shim = tmp_path / "python"
+    # -S: no site-packages (so nothing imports) and sys.prefix == sys.base_prefix (no venv).
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} -S "$@"\n')
+    shim.chmod(0o755)
+    proc = run("bash", "run_all.sh", "--plots-only", env={**ENV, "PYTHON": str(shim)})
+    assert proc.returncode == 2, proc.stderr
+    assert "not a virtual environment" in proc.stderr and "python3 -m venv" in proc.stderr, proc.stderr
+    assert "pip" not in log.read_text()
 
 
 def test_run_all_rejects_unknown_option():

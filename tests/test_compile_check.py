@@ -1,19 +1,78 @@
-"""Every kernel file compiles with nvcc alone (no GPU, no torch), for sm_90 (our H100/H200)
-and sm_75 (the original study's GTX 1660 Super), and ptxas reports its resources."""
+"""The compile check with nvcc alone (no GPU, no torch): resources from ptxas, and the
+launch configuration printed by the host probe linked with a kernel file."""
+from __future__ import annotations
+
+from pathlib import Path
+
 import pytest
 
-from harness import registry
-from harness.compile_check import compile_version, find_nvcc
+from backends import registry
+from backends.extension import find_nvcc
+from backends.registry import CudaVersion
+from harness.compile_check import (
+    H100,
+    CompileError,
+    LaunchConfig,
+    check_version,
+    compile_probe,
+    compile_version,
+    probe_launch,
+)
+from harness.study import Shape
 
 NVCC = find_nvcc()
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found: the compile check needs the CUDA toolkit")
+# A stand-in version whose launch configuration the test knows (tests/fixtures/probe_kernel).
+PROBE_KERNEL = CudaVersion(name="v99", description="test kernel", number=99,
+                           folder=str(Path(__file__).parent / "fixtures" / "probe_kernel"))
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found: the compile check needs the CUDA toolkit")
-@pytest.mark.parametrize("arch", ["sm_90", "sm_75"])
-@pytest.mark.parametrize("name", [v.name for v in registry.versions()])
-def test_compiles_and_reports_resources(name, arch):
-    resources = compile_version(NVCC, registry.get(name), arch)
-    print(f"{name} {arch}: {resources.registers} registers, {resources.stack_bytes} B stack, "
-          f"spills {resources.spill_store_bytes}/{resources.spill_load_bytes} B")
-    # A block of up to 1024 threads must fit the 64K-register file: at most 64 per thread.
-    assert 0 < resources.registers <= 64, resources
+@pytest.fixture(scope="module")
+def probe_obj(tmp_path_factory) -> Path:
+    return compile_probe(NVCC, tmp_path_factory.mktemp("probe"))
+
+
+@needs_nvcc
+def test_the_probe_prints_the_launch_configuration(probe_obj, tmp_path):
+    compile_version(NVCC, PROBE_KERNEL, "sm_90", tmp_path)
+    launch = probe_launch(NVCC, probe_obj, tmp_path / "v99_sm_90.o", PROBE_KERNEL, Shape(2, 12, 513), H100)
+    assert launch == LaunchConfig(grid=(24, 9, 1), block=(16, 32, 1), smem_bytes=3 * 64 * 64 * 4)
+    assert launch.threads == 512
+
+
+@needs_nvcc
+@pytest.mark.parametrize("version", [registry.versions()[0], registry.versions()[-1]], ids=lambda v: v.name)
+def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tmp_path):
+    """The first and the last version (CI's compile check covers them all)."""
+    report = check_version(NVCC, version, ["sm_90", "sm_75"], probe_obj, tmp_path)
+    for resources in report.resources.values():
+        assert not isinstance(resources, str), resources
+        # A block of up to 1024 threads must fit the 64K-register file: at most 64 per thread.
+        assert 0 < resources.registers <= 64, resources
+    assert isinstance(report.launch, LaunchConfig), report.launch
+    assert report.launch.smem_bytes > 0 and 0 < report.launch.threads <= 1024, report.launch
+
+
+@needs_nvcc
+def test_a_compiler_error_is_reported_not_raised(tmp_path):
+    broken = tmp_path / "v98_broken"
+    broken.mkdir()
+    (broken / "attention.cu").write_text("this is not CUDA\n")
+    version = CudaVersion(name="v98", description="broken", number=98, folder=str(broken))
+    report = check_version(NVCC, version, ["sm_90"], None, tmp_path)
+    assert isinstance(report.resources["sm_90"], str) and "nvcc for v98 (sm_90) failed" in report.resources["sm_90"]
+    with pytest.raises(CompileError):
+        compile_version(NVCC, version, "sm_90", tmp_path)
+
+
+@needs_nvcc
+def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probe_obj, tmp_path):
+    folder = tmp_path / "v97_no_launch_config"
+    folder.mkdir()
+    source = (Path(PROBE_KERNEL.source_dir) / "attention.cu").read_text()
+    start = source.index("LaunchConfig launch_config(")
+    end = source.index("size_t workspace_bytes(")
+    (folder / "attention.cu").write_text(source[:start] + source[end:])
+    version = CudaVersion(name="v97", description="no launch_config", number=97, folder=str(folder))
+    report = check_version(NVCC, version, ["sm_90"], probe_obj, tmp_path)
+    assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch

@@ -1,66 +1,70 @@
-"""GPT-2 with every backend on the GPU: logits against naive's on naive's own 512-token
-sequence, and each backend's greedy 512-token run against naive's tokens."""
+"""GPT-2 with every backend on the GPU: logits against the tokens reference's on its own
+512-token sequence, and each backend's greedy 512-token run against its tokens."""
 from __future__ import annotations
 
 import pytest
 import torch
 
+from backends import registry
 from gpt2.generate import greedy_generate
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import build_model, resolve
-from harness import registry
-from harness.attention import attention_fn
+from harness.study import HEADLINE_TOKENS
 
 pytestmark = pytest.mark.gpu
 
-TOKENS = 512
-LOGITS_TOL = 1e-3  # max |logit - naive's|: float32 through 12 layers stays near 1e-5
-RUNNABLE = [b.name for b in registry.BACKENDS if not b.unavailable and b.name != "naive"]
+LOGITS_TOL = 1e-3  # max |logit - reference's|: float32 through 12 layers stays near 1e-5
+REFERENCE = registry.TOKENS_REFERENCE
+OTHERS = [b.name for b in registry.BACKENDS if not b.unsupported and b.name != REFERENCE]
+
 
 
 @pytest.fixture(scope="module")
-def naive_run():
-    source, directory = resolve(None, "auto")
-    model = build_model(source, directory, attention_fn(registry.get("naive")), "cuda")
+def reference_run():
+    model = build_model(resolve(None, "auto"), registry.get(REFERENCE).attention("cuda"), "cuda")
     prompt = load_tokenizer().encode(PROMPT)
-    ids = greedy_generate(model, prompt, TOKENS)  # (1, 512)
+    ids = greedy_generate(model, prompt, HEADLINE_TOKENS)  # (1, 512)
     with torch.inference_mode():
         logits = model(ids, all_positions=True)  # (1, 512, vocab)
     return model, prompt, ids, logits
 
 
-@pytest.mark.parametrize("name", RUNNABLE)
-def test_logits_match_naive(naive_run, name, version_ops):
-    model, _, ids, naive_logits = naive_run
-    model.set_attention(attention_fn(registry.get(name)))
-    try:
-        with torch.inference_mode():
-            logits = model(ids, all_positions=True)
-    finally:
-        model.set_attention(attention_fn(registry.get("naive")))
-    diff = (logits - naive_logits).abs()
+@pytest.fixture
+def model_with(reference_run, version_ops, attention_or_skip):
+    """Swap a backend into the shared model for one test, and back."""
+    model = reference_run[0]
+    reference = model.attention
+    yield lambda name: model.set_attention(attention_or_skip(name)) or model
+    model.set_attention(reference)
+
+
+@pytest.mark.parametrize("name", OTHERS)
+def test_logits_match_reference(reference_run, model_with, name):
+    _, _, ids, reference_logits = reference_run
+    model = model_with(name)
+    with torch.inference_mode():
+        logits = model(ids, all_positions=True)
+    diff = (logits - reference_logits).abs()
     worst = diff.max().item()
     position = int(diff.amax(dim=-1).argmax().item())
     assert worst <= LOGITS_TOL, f"{name}: max |logit diff| {worst:.2e} at position {position} (tol {LOGITS_TOL})"
 
 
-@pytest.mark.parametrize("name", RUNNABLE)
-def test_greedy_tokens_match_naive(naive_run, name, version_ops):
-    """Same tokens as naive, or a divergence at a near-tie of naive's logits (top-2 gap
-    within the logits tolerance), which is then printed."""
-    model, prompt, naive_ids, _ = naive_run
-    model.set_attention(attention_fn(registry.get(name)))
-    try:
-        ids = greedy_generate(model, prompt, TOKENS)
-    finally:
-        model.set_attention(attention_fn(registry.get("naive")))
-    if torch.equal(ids, naive_ids):
+@pytest.mark.parametrize("name", OTHERS)
+def test_greedy_tokens_match_reference(reference_run, model_with, name):
+    """Same tokens as the reference, or a divergence at a near-tie of its logits (top-2
+    gap within the logits tolerance), which is then printed."""
+    _, prompt, reference_ids, _ = reference_run
+    model = model_with(name)
+    ids = greedy_generate(model, prompt, HEADLINE_TOKENS)
+    if torch.equal(ids, reference_ids):
         return
-    first = int((ids != naive_ids).nonzero()[0, 1].item())
+    first = int((ids != reference_ids).nonzero()[0, 1].item())
+    model.set_attention(registry.get(REFERENCE).attention("cuda"))
     with torch.inference_mode():
-        logits = model(naive_ids[:, :first])[0]  # naive's logits for the diverging step
+        logits = model(reference_ids[:, :first])[0]  # the reference's logits for the diverging step
     top2 = logits.topk(2).values
     gap = (top2[0] - top2[1]).item()
-    print(f"{name}: first divergence at token {first}, naive's top-2 logit gap {gap:.2e}")
-    assert gap <= LOGITS_TOL, (f"{name} diverges from naive at token {first} where naive's top-2 gap is "
+    print(f"{name}: first divergence at token {first}, {REFERENCE}'s top-2 logit gap {gap:.2e}")
+    assert gap <= LOGITS_TOL, (f"{name} diverges from {REFERENCE} at token {first} where the top-2 gap is "
                                f"{gap:.2e}, not a near-tie")

@@ -1,17 +1,18 @@
 """The reference and the comparison every correctness check relies on can fail."""
 import torch
 
-from harness.baselines import naive_attention
+from backends.baselines import naive_attention
 from harness.reference import compare, random_qkv, reference_attention
+from harness.study import Shape
 
 
 def test_naive_matches_reference_on_cpu():
-    q, k, v = random_qkv(2, 37, 128, seed=0, device="cpu")
+    q, k, v = random_qkv(Shape(2, 2, 37), seed=0, device="cpu")
     assert compare(naive_attention(q, k, v, 2), reference_attention(q, k, v, 2)).ok
 
 
 def test_comparison_catches_errors():
-    q, k, v = random_qkv(1, 9, 128, seed=1, device="cpu")
+    q, k, v = random_qkv(Shape(1, 2, 9), seed=1, device="cpu")
     ref = reference_attention(q, k, v, 2)
     good = ref.float()
     wrong_row = good.clone()

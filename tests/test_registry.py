@@ -1,6 +1,20 @@
-"""The registry is the one list of backends: it must match the version folders."""
-from harness import registry
-from harness.registry import VERSIONS_DIR
+"""The registry is the one list of backends: it matches the version folders, and each row
+decides where it can run (compute capability included, checked without an old GPU)."""
+import dataclasses
+
+import pytest
+
+from backends import registry
+from backends.extension import Arch, BuildSetupError, archs_for, parse_arch_list
+from backends.registry import _FAST_MATH, VERSIONS_DIR, Target, _version
+from harness import cli as harness_cli
+from harness.compile_check import skip_reason
+from harness.results import E2ERow, KernelRow
+
+# A row as v15's will be written (needs cp.async, compute capability 8.0).
+NEEDS_AMPERE = _version(15, "cp_async", "K/V tiles double-buffered with cp.async", build_flags=_FAST_MATH,
+                        strided_inputs=True, min_compute_capability=(8, 0))
+TURING, HOPPER = Target("cuda", (7, 5)), Target("cuda", (9, 0))
 
 
 def test_every_version_folder_has_a_row_and_every_row_a_folder():
@@ -27,6 +41,7 @@ def test_versions_are_numbered_in_order_and_keep_fast_math():
     assert numbers == list(range(1, len(numbers) + 1))
     for v in registry.versions():
         assert ("--use_fast_math" in v.build_flags) == (v.number >= 4), v.name
+        assert v.name == f"v{v.number:02d}" and v.folder.startswith(v.name + "_")
 
 
 def test_kernel_files_are_free_of_torch_headers():
@@ -35,6 +50,65 @@ def test_kernel_files_are_free_of_torch_headers():
         assert "torch/" not in text and "ATen/" not in text, v.name
 
 
-def test_select():
+def test_select_and_required():
     assert [b.name for b in registry.select("naive, v11")] == ["naive", "v11"]
     assert len(registry.select("all")) == len(registry.BACKENDS)
+    with pytest.raises(registry.UnknownBackendError, match="valid backends"):
+        registry.select("v01,nope")
+    assert [b.name for b in registry.with_required(registry.select("v05,naive"), "sdpa-efficient")] == \
+        ["sdpa-efficient", "v05", "naive"]
+
+
+def test_references_are_rows_and_name_their_columns():
+    for name in (registry.KERNEL_REFERENCE, registry.TOKENS_REFERENCE):
+        registry.get(name)
+    fields = {f.name for f in dataclasses.fields(KernelRow)} | {f.name for f in dataclasses.fields(E2ERow)}
+    assert "ratio_to_" + registry.KERNEL_REFERENCE.replace("-", "_") in fields
+    assert "same_tokens_as_" + registry.TOKENS_REFERENCE in fields
+
+
+def test_where_each_backend_runs():
+    cpu, no_gpu = Target("cpu"), Target("cuda", None)
+    assert registry.get("naive").why_unavailable(cpu) is None
+    assert "needs a CUDA device" in registry.get("v01").why_unavailable(cpu)
+    assert registry.get("v01").why_unavailable(no_gpu) == "no CUDA device is available"
+    assert "float32" in registry.get("sdpa-flash").why_unavailable(HOPPER)
+    assert all(v.why_unavailable(TURING) is None for v in registry.versions() if v.min_compute_capability <= (7, 5))
+    assert all(v.min_compute_capability >= registry.OLDEST_CAPABILITY for v in registry.versions())
+
+
+def test_a_version_needing_ampere_is_unavailable_on_turing_with_the_reason():
+    assert NEEDS_AMPERE.why_unavailable(HOPPER) is None
+    assert NEEDS_AMPERE.why_unavailable(TURING) == \
+        "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5"
+    runnable, unavailable = registry.partition([registry.get("v01"), NEEDS_AMPERE], TURING)
+    assert [b.name for b in runnable] == ["v01"] and "compute capability 8.0" in unavailable["v15"]
+    assert NEEDS_AMPERE.runs_on() == "CUDA >= 8.0"
+
+
+def test_the_compile_check_skips_its_sm75_build():
+    assert skip_reason(NEEDS_AMPERE, "sm_90") is None
+    assert skip_reason(NEEDS_AMPERE, "sm_75") == "needs compute capability 8.0 (v15 cp_async); sm_75 is 7.5"
+    assert skip_reason(registry.get("v01"), "sm_75") is None
+
+
+def test_the_build_skips_architectures_it_cannot_target():
+    archs = parse_arch_list("7.5;9.0+PTX")
+    assert archs == [Arch((7, 5)), Arch((9, 0), ptx=True)]
+    assert archs[1].gencode_flags() == ["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"]
+    kept, why = archs_for(NEEDS_AMPERE, archs)
+    assert kept == [Arch((9, 0), ptx=True)] and "not built for 7.5" in why
+    kept, why = archs_for(NEEDS_AMPERE, [Arch((7, 5))])
+    assert kept == [] and "needs compute capability 8.0" in why
+    with pytest.raises(BuildSetupError, match="cannot read"):
+        parse_arch_list("Hopper")
+
+
+def test_list_shows_a_version_unavailable_on_this_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(registry, "BACKENDS", (*registry.BACKENDS, NEEDS_AMPERE))
+    monkeypatch.setattr(Target, "of", staticmethod(lambda device: TURING))
+    assert harness_cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("v15"))
+    assert "CUDA >= 8.0" in line and "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5" in line
+    assert "compute capability 7.5" in out.splitlines()[0]

@@ -11,8 +11,9 @@ import functools
 import pytest
 import torch
 
-from harness import registry
+from backends import registry
 from harness.reference import compare, max_abs_score, random_qkv, reference_attention
+from harness.study import Shape
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +28,7 @@ SCORE_SCALE_LARGE = 12.5  # scores with std 12.5 reach about +-50 over these siz
 def case(B: int, T: int, C: int, H: int, score_scale: float = 1.0):
     """Seeded inputs for one shape (a different seed per shape) and their reference."""
     seed = hash((B, T, C, score_scale)) % 2**31
-    q, k, v = random_qkv(B, T, C, seed=seed, device="cuda", score_scale=score_scale)
+    q, k, v = random_qkv(Shape(B, H, T), seed=seed, device="cuda", score_scale=score_scale)
     return q, k, v, reference_attention(q, k, v, H)
 
 
@@ -78,16 +79,21 @@ def test_deterministic(version_ops, name):
     assert torch.equal(first, second), f"{name}: two calls on the same inputs differ"
 
 
-def test_v11_accepts_packed_qkv_views(version_ops):
+STRIDED = [v.name for v in registry.versions() if v.strided_inputs]
+
+
+@pytest.mark.parametrize("name", STRIDED)
+def test_strided_versions_accept_packed_qkv_views(version_ops, name):
     B, T, C, H = 3, 129, 768, 12
     qkv = torch.randn(B, T, 3 * C, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
     q, k, v = qkv.split(C, dim=-1)  # row stride 3C, batch stride 3TC
     assert not q.is_contiguous()
-    out = call_on_poisoned_memory(version_ops["v11"], q, k, v, H)
-    check(out, reference_attention(q, k, v, H), "v11 on packed qkv views")
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    check(out, reference_attention(q, k, v, H), f"{name} on packed qkv views")
 
 
-def test_v11_accepts_non_unit_batch_stride(version_ops):
+@pytest.mark.parametrize("name", STRIDED)
+def test_strided_versions_accept_non_unit_batch_stride(version_ops, name):
     B, T, C, H = 3, 65, 1024, 16
     g = torch.Generator("cuda").manual_seed(8)
     # batch stride (T + 7) C: every item is a window of a longer sequence
@@ -95,8 +101,8 @@ def test_v11_accepts_non_unit_batch_stride(version_ops):
     # and batch stride C, row stride B C: a (T, B, C) tensor seen as (B, T, C)
     q2, k2, v2 = (torch.randn(T, B, C, device="cuda", generator=g).transpose(0, 1) for _ in range(3))
     for args, label in (((q, k, v), "windowed batch"), ((q2, k2, v2), "transposed (T, B, C)")):
-        out = call_on_poisoned_memory(version_ops["v11"], *args, H)
-        check(out, reference_attention(*args, H), f"v11 on {label} views")
+        out = call_on_poisoned_memory(version_ops[name], *args, H)
+        check(out, reference_attention(*args, H), f"{name} on {label} views")
 
 
 @pytest.mark.parametrize("name", [v.name for v in registry.versions() if not v.strided_inputs])
@@ -125,7 +131,7 @@ def test_misaligned_pointer(version_ops, name):
 
 @pytest.mark.parametrize("name", VERSIONS)
 def test_opcheck(version_ops, name):
-    q, k, v = random_qkv(2, 65, 768, seed=3, device="cuda")
+    q, k, v = random_qkv(Shape(2, 12, 65), seed=3, device="cuda")
     torch.library.opcheck(getattr(torch.ops, registry.get(name).namespace).causal_attention, (q, k, v, 12))
 
 
@@ -160,21 +166,21 @@ def test_refuses_bad_input(version_ops, name, label, make_args, message):
         version_ops[name](*make_args())
 
 
-@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "CUDNN_ATTENTION"])
-def test_sdpa_flash_and_cudnn_refuse_float32(backend):
-    """The registry lists sdpa-flash and sdpa-cudnn as unavailable for float32: check the claim."""
-    from harness.baselines import sdpa_attention
+@pytest.mark.parametrize("name", [b.name for b in registry.BACKENDS if b.unsupported])
+def test_unsupported_sdpa_kernels_refuse_float32(name):
+    """The registry lists these as unavailable for float32: check the claim."""
+    from backends.baselines import sdpa_attention
 
     q = torch.randn(1, 64, 768, device="cuda")
     with pytest.raises(RuntimeError):
-        sdpa_attention(q, q, q, 12, backend=backend)
+        sdpa_attention(q, q, q, 12, backend=registry.get(name).sdpa_backend)
 
 
 @functools.lru_cache(maxsize=1)
 def long_case(T: int = 16385, C: int = 768, H: int = 12):
     """T past 16384 (the contract's minimum) and off every tile size; the float64
     reference is computed one head at a time to stay within a few GB."""
-    q, k, v = random_qkv(1, T, C, seed=16385, device="cuda")
+    q, k, v = random_qkv(Shape(1, H, T), seed=16385, device="cuda")
     ref = torch.cat([reference_attention(*(t[..., h * 64:(h + 1) * 64] for t in (q, k, v)), 1)
                      for h in range(H)], dim=-1)  # (1, T, C) float64
     return q, k, v, ref

@@ -5,6 +5,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -31,11 +32,9 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads
 
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int,
-                   *, backend: str) -> torch.Tensor:
+                   *, backend: SDPBackend) -> torch.Tensor:
     """torch's scaled_dot_product_attention pinned to one backend (no silent fallback)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, d) each
-    with sdpa_kernel(getattr(SDPBackend, backend)):
+    with sdpa_kernel(backend):
         out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)  # (B, H, T, d)
     return merge_heads(out)

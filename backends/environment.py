@@ -1,16 +1,39 @@
 """Provenance of a measurement: which GPU, driver, CUDA, torch and commit, and when."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import platform
 import re
 import subprocess
+from dataclasses import dataclass
 
 import torch
 
-from harness.registry import PROJECT_ROOT
+from backends.registry import PROJECT_ROOT
 
-PROVENANCE_FIELDS = ("gpu", "driver", "cuda", "torch", "commit", "date")
+NOT_APPLICABLE = "n/a"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and when a row was measured; `date` aside, equal provenance means the same setup."""
+
+    gpu: str
+    driver: str
+    cuda: str
+    torch: str
+    commit: str
+    date: str
+
+    def same_setup(self, other: "Provenance") -> bool:
+        """Measured on the same GPU model, driver, CUDA, torch and commit (any date)."""
+        return dataclasses.replace(self, date="") == dataclasses.replace(other, date="")
+
+    @property
+    def slug(self) -> str:
+        return gpu_slug(self.gpu)
 
 
 def gpu_slug(gpu_name: str) -> str:
@@ -44,18 +67,21 @@ def git_commit() -> str:
         return "unknown"
 
 
-def collect(device: torch.device | str = "cuda") -> dict[str, str]:
-    """The provenance fields for a run on `device` (a CUDA device)."""
-    return {
-        "gpu": torch.cuda.get_device_name(device),
-        "driver": _driver_version(),
-        "cuda": str(torch.version.cuda),
-        "torch": torch.__version__,
-        "commit": git_commit(),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{device.type}: {platform.processor() or platform.machine()}"
 
 
-def same_setup(row: dict, provenance: dict) -> bool:
-    """Whether a stored row was measured on this setup (everything but the date)."""
-    return all(str(row.get(f)) == str(provenance[f]) for f in PROVENANCE_FIELDS if f != "date")
+def collect(device: torch.device | str = "cuda") -> Provenance:
+    """The provenance of a run on `device` (a CUDA device, or the CPU for CPU runs)."""
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    return Provenance(
+        gpu=device_name(device),
+        driver=_driver_version() if on_cuda else NOT_APPLICABLE,
+        cuda=str(torch.version.cuda) if on_cuda else NOT_APPLICABLE,
+        torch=torch.__version__,
+        commit=git_commit(),
+        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )

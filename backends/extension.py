@@ -1,0 +1,174 @@
+"""Building and loading one CUDA version as a torch extension.
+
+Each version is its own extension: its kernel file plus the shared torch glue
+(versions/common/torch_glue.cpp), compiled with ninja into build/<name>/ and rebuilt
+only when a source or a flag changes. Loading registers torch.ops.flash_vNN.causal_attention
+and its fake kernel.
+
+Target architectures: TORCH_CUDA_ARCH_LIST when it is set ("9.0", "7.5;9.0+PTX"), else
+the GPU that is present. We pass the -gencode flags ourselves, so torch's own arch
+detection (which fails without a GPU) never runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from backends.registry import PROJECT_ROOT, VERSIONS_DIR, Capability, CudaVersion, capability_text
+from gpt2.model import AttentionFn
+
+BUILD_ROOT = PROJECT_ROOT / "build"
+COMMON_DIR = VERSIONS_DIR / "common"
+GLUE_SOURCE = COMMON_DIR / "torch_glue.cpp"
+BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-std=c++17")
+ARCH_LIST_VARIABLE = "TORCH_CUDA_ARCH_LIST"
+_ARCH = re.compile(r"^(\d+)\.(\d+)(a?)(\+PTX)?$")
+
+
+class BuildSetupError(RuntimeError):
+    """The versions cannot be built here (no CUDA torch, no toolkit, no target); says what to do."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One target architecture: compute capability, 'a' (arch-specific) suffix, +PTX."""
+
+    capability: Capability
+    arch_specific: bool = False
+    ptx: bool = False
+
+    def gencode_flags(self) -> list[str]:
+        digits = f"{self.capability[0]}{self.capability[1]}{'a' if self.arch_specific else ''}"
+        flags = [f"-gencode=arch=compute_{digits},code=sm_{digits}"]
+        if self.ptx:
+            flags.append(f"-gencode=arch=compute_{digits},code=compute_{digits}")
+        return flags
+
+
+def parse_arch_list(text: str) -> list[Arch]:
+    """TORCH_CUDA_ARCH_LIST's numeric form: '9.0', '7.5;9.0', '8.0 9.0a+PTX'."""
+    archs = []
+    for item in text.replace(" ", ";").split(";"):
+        if not item:
+            continue
+        match = _ARCH.match(item.strip())
+        if not match:
+            raise BuildSetupError(f"{ARCH_LIST_VARIABLE}: cannot read {item!r}; use compute capabilities "
+                                  "such as '9.0' or '7.5;9.0+PTX'")
+        archs.append(Arch((int(match[1]), int(match[2])), bool(match[3]), bool(match[4])))
+    if not archs:
+        raise BuildSetupError(f"{ARCH_LIST_VARIABLE} is set but names no architecture")
+    return archs
+
+
+def target_archs(arch_list: str | None) -> list[Arch]:
+    """The architectures to build for: `arch_list` (TORCH_CUDA_ARCH_LIST's value) if given,
+    else every visible GPU's."""
+    if arch_list:
+        return parse_arch_list(arch_list)
+    if torch.cuda.is_available():
+        capabilities = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+        return [Arch(tuple(c)) for c in capabilities]  # type: ignore[arg-type]
+    raise BuildSetupError(f"no CUDA device to build for: set {ARCH_LIST_VARIABLE} to the GPUs you will run "
+                          f"on, e.g. {ARCH_LIST_VARIABLE}=9.0 for an H100/H200 (8.0 for an A100, 7.5 for "
+                          "Turing)")
+
+
+def archs_for(version: CudaVersion, archs: list[Arch]) -> tuple[list[Arch], str | None]:
+    """The architectures of `archs` this version can be built for, and why others are skipped."""
+    kept = [a for a in archs if a.capability >= version.min_compute_capability]
+    dropped = [a for a in archs if a not in kept]
+    if not dropped:
+        return kept, None
+    needed = capability_text(version.min_compute_capability)
+    names = ", ".join(capability_text(a.capability) for a in dropped)
+    return kept, f"needs compute capability {needed} ({version.capability_reason()}); not built for {names}"
+
+
+def find_cuda_home() -> Path | None:
+    """The CUDA toolkit, looked for as torch's builder does: $CUDA_HOME or $CUDA_PATH, the
+    nvcc on PATH, /usr/local/cuda."""
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable])
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return Path(nvcc).parent.parent
+    default = Path("/usr/local/cuda")
+    return default if default.exists() else None
+
+
+def find_nvcc() -> Path | None:
+    home = find_cuda_home()
+    nvcc = home / "bin" / "nvcc" if home else None
+    return nvcc if nvcc and nvcc.exists() else None
+
+
+def check_build_setup() -> None:
+    """Raise BuildSetupError unless this torch can build CUDA extensions with a toolkit found."""
+    if torch.version.cuda is None:
+        raise BuildSetupError(f"this torch ({torch.__version__}) is a CPU build: building the CUDA versions needs "
+                              "a CUDA build of torch (the compile check, `python -m harness compile-check`, "
+                              "needs only nvcc)")
+    from torch.utils import cpp_extension
+
+    if cpp_extension.CUDA_HOME is None or find_cuda_home() is None:
+        raise BuildSetupError("CUDA toolkit not found: put nvcc on PATH or set CUDA_HOME")
+
+
+def build_dir(version: CudaVersion) -> Path:
+    return BUILD_ROOT / version.name
+
+
+def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = False) -> None:
+    """Compile (if needed) and load the version's library for `archs`.
+
+    Raises whatever torch's builder raises on a compiler error, with the compiler's
+    output in the message.
+    """
+    from torch.utils import cpp_extension
+
+    out_dir = build_dir(version)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arch_flags = [flag for arch in archs for flag in arch.gencode_flags()]
+    cpp_extension.load(
+        name=version.namespace,
+        sources=[str(version.source_dir / "attention.cu"), str(GLUE_SOURCE)],
+        extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}"],
+        extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *arch_flags],
+        extra_include_paths=[str(COMMON_DIR)],
+        build_directory=str(out_dir),
+        is_python_module=False,
+        verbose=verbose,
+    )
+
+
+def register_fake(namespace: str) -> None:
+    """The op's fake (meta) kernel: a new contiguous (B, T, C) tensor like q."""
+    qualname = f"{namespace}::causal_attention"
+    if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"):
+        return  # already registered in this process
+
+    def fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+        torch._check(q.dim() == 3, lambda: f"{qualname}: q must be 3-D (B, T, C)")
+        torch._check(q.shape == k.shape and q.shape == v.shape,
+                     lambda: f"{qualname}: q, k and v must have the same shape")
+        return q.new_empty(q.shape)  # contiguous
+
+    torch.library.register_fake(qualname, fake)
+
+
+def load_op(version: CudaVersion, *, verbose: bool = False) -> AttentionFn:
+    """The version's op, built for the visible GPU (or TORCH_CUDA_ARCH_LIST) and loaded."""
+    check_build_setup()
+    archs, skipped = archs_for(version, target_archs(os.environ.get(ARCH_LIST_VARIABLE)))
+    if not archs:
+        raise BuildSetupError(f"{version.name}: {skipped}")
+    build_and_load(version, archs, verbose=verbose)
+    register_fake(version.namespace)
+    return getattr(torch.ops, version.namespace).causal_attention

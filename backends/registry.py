@@ -1,0 +1,289 @@
+"""The one registry of attention backends: baselines and CUDA versions, one row each.
+
+Each row carries its own behaviour: where it can run (`why_unavailable`) and how it
+becomes an attention function (`attention`). Everything else (the GPT-2 command, builds,
+the correctness gate, benchmarks, plots, README tables) iterates over these rows and
+never dispatches on a backend's name.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Iterable
+
+import torch
+from torch.nn.attention import SDPBackend
+
+from backends import baselines
+from gpt2.model import AttentionFn
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+VERSIONS_DIR = PROJECT_ROOT / "versions"
+HEAD_DIM = 64  # d: the op contract's head size (GPT-2's)
+
+Capability = tuple[int, int]  # CUDA compute capability (major, minor)
+# Turing, the original study's GTX 1660 Super, and the oldest GPU CUDA 13 builds for: what
+# every version runs on unless its row asks for more.
+OLDEST_CAPABILITY: Capability = (7, 5)
+
+
+class UnknownBackendError(ValueError):
+    """A backend name that is not in the registry."""
+
+
+class BackendUnavailableError(RuntimeError):
+    """The backend cannot run on the requested device; the message says why."""
+
+
+def capability_text(capability: Capability) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a backend would run: a device type and, for CUDA, its compute capability."""
+
+    device_type: str  # "cuda" or "cpu"
+    capability: Capability | None = None  # None: no CUDA device (or not CUDA)
+
+    @staticmethod
+    def of(device: torch.device | str) -> "Target":
+        device = torch.device(device)
+        if device.type == "cuda" and torch.cuda.is_available():
+            return Target("cuda", tuple(torch.cuda.get_device_capability(device)))  # type: ignore[arg-type]
+        return Target(device.type)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """One attention backend.
+
+    name:                   what users type (`--backend v05`)
+    description:            one line for listings and tables
+    requires_cuda:          runs only on a CUDA device
+    min_compute_capability: the oldest CUDA GPU it runs on (None: any that torch supports)
+    unsupported:            why it never runs in this study (float32 unsupported), or None
+    end_to_end:             why the end-to-end sweep leaves it out, or None
+    """
+
+    name: str
+    description: str
+    requires_cuda: bool = True
+    min_compute_capability: Capability | None = None
+    unsupported: str | None = None
+    end_to_end: str | None = None
+
+    is_version: ClassVar[bool] = False
+
+    def why_unavailable(self, target: Target) -> str | None:
+        """None if the backend can run on `target`, else the reason, in one line."""
+        if self.unsupported:
+            return self.unsupported
+        if target.device_type != "cuda":
+            return f"{self.name} needs a CUDA device (asked to run on {target.device_type})" \
+                if self.requires_cuda else None
+        if target.capability is None:
+            return "no CUDA device is available"
+        needed = self.min_compute_capability
+        if needed is not None and target.capability < needed:
+            return (f"needs compute capability {capability_text(needed)} ({self.capability_reason()}); "
+                    f"this GPU is {capability_text(target.capability)}")
+        return None
+
+    def capability_reason(self) -> str:
+        """What the minimum compute capability is for, in a few words."""
+        return self.name
+
+    def runs_on(self) -> str:
+        """Where it can run, for listings: 'CPU or CUDA', 'CUDA', 'CUDA >= 8.0'."""
+        if self.unsupported:
+            return "–"
+        if not self.requires_cuda:
+            return "CPU or CUDA"
+        if self.min_compute_capability is None:
+            return "CUDA"
+        return f"CUDA >= {capability_text(self.min_compute_capability)}"
+
+    def attention(self, device: torch.device | str) -> AttentionFn:
+        """The backend as fn(q, k, v, num_heads) -> (B, T, C) for tensors on `device`.
+
+        Raises BackendUnavailableError with the reason if it cannot run there.
+        """
+        reason = self.why_unavailable(Target.of(device))
+        if reason:
+            raise BackendUnavailableError(f"{self.name}: {reason}")
+        return self._load(torch.device(device))
+
+    def _load(self, device: torch.device) -> AttentionFn:
+        raise NotImplementedError(f"{type(self).__name__} does not say how to run {self.name}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NaiveBaseline(Backend):
+    """matmul, masked_fill, softmax, matmul in plain PyTorch."""
+
+    def _load(self, device: torch.device) -> AttentionFn:
+        return baselines.naive_attention
+
+
+@dataclass(frozen=True, kw_only=True)
+class SdpaBaseline(Backend):
+    """torch's scaled_dot_product_attention pinned to one of its kernels."""
+
+    sdpa_backend: SDPBackend
+
+    def _load(self, device: torch.device) -> AttentionFn:
+        return functools.partial(baselines.sdpa_attention, backend=self.sdpa_backend)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlexBaseline(Backend):
+    """flex_attention compiled by torch.compile (a Triton kernel), causal block mask."""
+
+    def _load(self, device: torch.device) -> AttentionFn:
+        from backends.flex import flex_attention_for
+
+        return flex_attention_for(device)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaVersion(Backend):
+    """One step of the study: versions/<folder>/attention.cu built as a torch extension.
+
+    build_flags:    extra nvcc flags for the version's kernel file
+    strided_inputs: True if the op accepts row/batch-strided q, k, v (the model then
+                    passes the views of its packed qkv projection without copying)
+    """
+
+    number: int
+    folder: str
+    build_flags: tuple[str, ...] = ()
+    strided_inputs: bool = False
+    min_compute_capability: Capability = OLDEST_CAPABILITY
+
+    is_version: ClassVar[bool] = True
+
+    @property
+    def namespace(self) -> str:
+        """The torch op namespace: torch.ops.<namespace>.causal_attention."""
+        return f"flash_{self.name}"
+
+    @property
+    def source_dir(self) -> Path:
+        return VERSIONS_DIR / self.folder
+
+    @property
+    def step(self) -> str:
+        """The step's short name: 'cp_async' for versions/v15_cp_async."""
+        return self.folder.removeprefix(f"{self.name}_")
+
+    def capability_reason(self) -> str:
+        return f"{self.name} {self.step}"
+
+    def _load(self, device: torch.device) -> AttentionFn:
+        from backends.extension import load_op
+
+        op = load_op(self)
+        if self.strided_inputs:
+            return op
+
+        def contiguous_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+            return op(q.contiguous(), k.contiguous(), v.contiguous(), num_heads)  # free when contiguous
+
+        return contiguous_op
+
+
+def _version(number: int, short_name: str, description: str, *, build_flags: tuple[str, ...] = (),
+             strided_inputs: bool = False, min_compute_capability: Capability = OLDEST_CAPABILITY) -> CudaVersion:
+    name = f"v{number:02d}"
+    return CudaVersion(name=name, description=description, number=number, folder=f"{name}_{short_name}",
+                       build_flags=build_flags, strided_inputs=strided_inputs,
+                       min_compute_capability=min_compute_capability)
+
+
+_FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts float16/bfloat16 only)"
+_FAST_MATH = ("--use_fast_math",)
+
+BACKENDS: tuple[Backend, ...] = (
+    NaiveBaseline(name="naive", description="matmul, masked_fill, softmax, matmul in plain PyTorch",
+                  requires_cuda=False),
+    SdpaBaseline(name="sdpa-math", description="PyTorch SDPA pinned to the math backend",
+                 requires_cuda=False, sdpa_backend=SDPBackend.MATH),
+    SdpaBaseline(name="sdpa-efficient", description="PyTorch SDPA pinned to the memory-efficient backend",
+                 sdpa_backend=SDPBackend.EFFICIENT_ATTENTION),
+    SdpaBaseline(name="sdpa-flash", description="PyTorch SDPA pinned to the FlashAttention backend",
+                 sdpa_backend=SDPBackend.FLASH_ATTENTION, unsupported=_FLOAT32_UNSUPPORTED),
+    SdpaBaseline(name="sdpa-cudnn", description="PyTorch SDPA pinned to the cuDNN backend",
+                 sdpa_backend=SDPBackend.CUDNN_ATTENTION, unsupported=_FLOAT32_UNSUPPORTED),
+    FlexBaseline(name="flex-attention",
+                 description="flex_attention compiled by torch.compile (Triton), causal block mask, no TF32",
+                 end_to_end="not measured end to end: a generation calls attention at ~500 sequence lengths, "
+                            "each with its own block mask and, without dynamic shapes, its own compilation; "
+                            "capturing that as one CUDA graph within the sweep's time budget is not validated"),
+    _version(1, "flash_naive", "FlashAttention v1, statistics in global memory, 48x48 tiles"),
+    _version(2, "pad_k", "K rows padded by one float in shared memory (no bank conflicts)"),
+    _version(3, "tile_32x32", "32x32 thread block, 32x32 tiles"),
+    _version(4, "fast_math", "built with --use_fast_math", build_flags=_FAST_MATH),
+    _version(5, "warp_shuffle", "softmax statistics by warp shuffles, in registers",
+             build_flags=_FAST_MATH),
+    _version(6, "templated", "template tile sizes, division hoisted, restrict pointers",
+             build_flags=_FAST_MATH),
+    _version(7, "float4", "128-bit vectorized global loads and stores", build_flags=_FAST_MATH),
+    _version(8, "o_in_smem", "O accumulated in shared memory, written once",
+             build_flags=_FAST_MATH),
+    _version(9, "regtile_cols", "2 columns of S and 4 of O per thread (16x32 block)",
+             build_flags=_FAST_MATH),
+    _version(10, "regtile_rows", "2x2 register tile per thread, B_r = 64",
+             build_flags=_FAST_MATH),
+    _version(11, "strided", "row/batch strides as arguments: no .contiguous() copies",
+             build_flags=_FAST_MATH, strided_inputs=True),
+)
+
+# The backends others are measured against, each named once.
+KERNEL_REFERENCE = "sdpa-efficient"  # kernel benchmark: ratios of device time
+TOKENS_REFERENCE = "naive"  # end to end: every backend's tokens are compared with its tokens
+
+
+def names() -> list[str]:
+    return [b.name for b in BACKENDS]
+
+
+def get(name: str) -> Backend:
+    for backend in BACKENDS:
+        if backend.name == name:
+            return backend
+    raise UnknownBackendError(f"unknown backend {name!r}; valid backends: {', '.join(names())}")
+
+
+def versions() -> list[CudaVersion]:
+    return [b for b in BACKENDS if isinstance(b, CudaVersion)]
+
+
+def baseline_names() -> list[str]:
+    return [b.name for b in BACKENDS if not b.is_version]
+
+
+def select(spec: str | None) -> list[Backend]:
+    """Backends named in a comma-separated list ("naive,v05"), or all of them for None/"all"."""
+    if spec is None or spec.strip() in ("", "all"):
+        return list(BACKENDS)
+    return [get(part.strip()) for part in spec.split(",") if part.strip()]
+
+
+def with_required(backends: Iterable[Backend], required: str) -> list[Backend]:
+    """`backends` with the registry row `required` put first (added if missing)."""
+    others = [b for b in backends if b.name != required]
+    return [get(required), *others]
+
+
+def partition(backends: Iterable[Backend], target: Target) -> tuple[list[Backend], dict[str, str]]:
+    """The backends that can run on `target`, and for the others the reason why not."""
+    runnable, unavailable = [], {}
+    for backend in backends:
+        reason = backend.why_unavailable(target)
+        if reason:
+            unavailable[backend.name] = reason
+        else:
+            runnable.append(backend)
+    return runnable, unavailable

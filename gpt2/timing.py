@@ -1,0 +1,257 @@
+"""Timing greedy generation two ways, every reported length from one generation.
+
+Generating N tokens is exactly the first N - prompt steps of generating the longest N,
+so one generation of the longest length, with a clock read at the step where each
+reported length is reached, times every length at once.
+
+- Eager: the generation run from Python, host included (what a user of the model waits
+  for). On a GPU the clock is a CUDA event recorded at each boundary; the host starves
+  the GPU at these sizes, so the event timeline follows the host. One synchronisation
+  at the end of each run. On a CPU the clock is the host's.
+- GPU (CUDA only): the whole generation captured once as one CUDA graph (prompt uploaded
+  before capture, ids written on the device), with timing events recorded at the
+  boundaries inside the graph (torch.cuda.Event(external=True) becomes an event-record
+  node), then replayed: the GPU's own time, without host gaps. Where torch lacks
+  external events, one graph per length is captured and timed with events around each
+  replay instead.
+"""
+from __future__ import annotations
+
+import inspect
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from gpt2.generate import StepCallback, generate_into, model_device, prompt_buffer
+from gpt2.model import GPT2
+
+SIDE_STREAM_WARMUP_STEPS = 2  # steps run on the capture stream before capturing (lazy init)
+ONE_GRAPH = "one CUDA graph of the longest generation, events at the step boundaries"
+GRAPH_PER_LENGTH = "one CUDA graph per length (this torch has no external events)"
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """A greedy generation from `prompt_ids`, timed at each of `token_counts` total tokens."""
+
+    prompt_ids: tuple[int, ...]
+    token_counts: tuple[int, ...]  # ascending, prompt included; the longest is generated
+
+    def __post_init__(self) -> None:
+        if not self.token_counts or list(self.token_counts) != sorted(set(self.token_counts)):
+            raise ValueError(f"token counts must be distinct and ascending, got {self.token_counts}")
+        if self.token_counts[0] <= len(self.prompt_ids):
+            raise ValueError(f"every token count must exceed the prompt's {len(self.prompt_ids)} tokens, "
+                             f"got {self.token_counts}")
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def total(self) -> int:
+        return self.token_counts[-1]
+
+    def generated(self, tokens: int) -> int:
+        """Tokens generated (not given) in a run of `tokens` total tokens."""
+        return tokens - self.prompt_len
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One measure over several runs, in seconds."""
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def min(self) -> float:
+        return min(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+
+@dataclass(frozen=True)
+class EagerTiming:
+    seconds: dict[int, Spread]  # per token count
+    peak_memory_bytes: dict[int, int] | None  # per token count, CUDA only (weights included)
+    token_ids: tuple[int, ...]  # the longest generation, prompt included
+
+
+@dataclass(frozen=True)
+class GraphTiming:
+    seconds: dict[int, Spread]  # per token count
+    token_ids: tuple[int, ...]  # what the replays generated, prompt included
+    method: str
+
+
+class _HostClock:
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+    def finish(self) -> None:
+        pass
+
+
+class _CudaClock:
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def mark(self) -> torch.cuda.Event:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
+        return start.elapsed_time(end) / 1e3
+
+    def finish(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+
+def time_eager(model: GPT2, plan: GenerationPlan, *, runs: int, warmup_runs: int = 0,
+               on_step: StepCallback | None = None) -> EagerTiming:
+    """`warmup_runs` untimed then `runs` timed generations of plan.total tokens."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    device = model_device(model)
+    on_cuda = device.type == "cuda"
+    ids = prompt_buffer(plan.prompt_ids, plan.total, device)
+    for _ in range(warmup_runs):
+        generate_into(model, ids, plan.prompt_len, on_step)
+    clock = _CudaClock(device) if on_cuda else _HostClock()
+    wanted = set(plan.token_counts)
+    peaks: dict[int, int] = {}
+    runs_marks = []
+    for _ in range(runs):
+        clock.finish()  # each run starts with an idle device
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        marks = {}
+
+        def step(n: int) -> None:
+            if n in wanted:
+                marks[n] = clock.mark()
+                if on_cuda:  # the allocator's host-side bookkeeping: no sync
+                    peaks[n] = max(peaks.get(n, 0), torch.cuda.max_memory_allocated(device))
+            if on_step is not None:
+                on_step(n)
+
+        start = clock.mark()
+        generate_into(model, ids, plan.prompt_len, step)
+        runs_marks.append((start, marks))
+    clock.finish()
+    seconds = {n: Spread(tuple(clock.seconds(start, marks[n]) for start, marks in runs_marks))
+               for n in plan.token_counts}
+    return EagerTiming(seconds, peaks if on_cuda else None, tuple(ids[0].tolist()))
+
+
+def external_events_supported() -> bool:
+    """Whether torch.cuda.Event takes external=True (event-record nodes inside graphs)."""
+    try:
+        return "external" in inspect.signature(torch.cuda.Event.__new__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def time_graph(model: GPT2, plan: GenerationPlan, *, replays: int, warmup_replays: int = 1) -> GraphTiming:
+    """GPU time of the generation captured as a CUDA graph: `warmup_replays`, then `replays` timed.
+
+    Raises whatever capture raises when something in the generation cannot be captured.
+    """
+    if replays < 1:
+        raise ValueError(f"replays must be at least 1, got {replays}")
+    device = model_device(model)
+    if device.type != "cuda":
+        raise ValueError(f"CUDA graphs need a CUDA device, the model is on {device}")
+    if external_events_supported():
+        return _one_graph(model, plan, replays, warmup_replays)
+    return _graph_per_length(model, plan, replays, warmup_replays)
+
+
+def _warm_up_on(stream: torch.cuda.Stream, model: GPT2, plan: GenerationPlan) -> None:
+    """A few steps on the capture stream first (torch's advice: lazy initialisation such as
+    cuBLAS workspaces then happens outside the capture)."""
+    current = torch.cuda.current_stream(stream.device)
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):
+        scratch = prompt_buffer(plan.prompt_ids, plan.prompt_len + SIDE_STREAM_WARMUP_STEPS, stream.device)
+        generate_into(model, scratch, plan.prompt_len)
+    current.wait_stream(stream)
+
+
+def _capture(model: GPT2, ids: torch.Tensor, prompt_len: int, stream: torch.cuda.Stream,
+             on_step: StepCallback | None = None, first: torch.cuda.Event | None = None) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        if first is not None:
+            first.record()
+        generate_into(model, ids, prompt_len, on_step)
+    return graph
+
+
+def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int) -> GraphTiming:
+    device = model_device(model)
+    ids = prompt_buffer(plan.prompt_ids, plan.total, device)  # uploaded before capture
+    stream = torch.cuda.Stream(device)
+    _warm_up_on(stream, model, plan)
+    start = torch.cuda.Event(enable_timing=True, external=True)
+    marks = {n: torch.cuda.Event(enable_timing=True, external=True) for n in plan.token_counts}
+    for event in (start, *marks.values()):
+        event.record()  # creates the CUDA event now rather than inside the capture
+    torch.cuda.synchronize(device)
+
+    def step(n: int) -> None:
+        if n in marks:
+            marks[n].record()  # recorded inside the capture: an event-record node
+
+    graph = _capture(model, ids, plan.prompt_len, stream, step, first=start)
+    seconds: dict[int, list[float]] = {n: [] for n in plan.token_counts}
+    try:
+        for i in range(warmup_replays + replays):
+            graph.replay()
+            torch.cuda.synchronize(device)
+            if i >= warmup_replays:
+                for n, mark in marks.items():
+                    seconds[n].append(start.elapsed_time(mark) / 1e3)
+        token_ids = tuple(ids[0].tolist())
+    finally:
+        graph.reset()
+    return GraphTiming({n: Spread(tuple(s)) for n, s in seconds.items()}, token_ids, ONE_GRAPH)
+
+
+def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int) -> GraphTiming:
+    device = model_device(model)
+    stream = torch.cuda.Stream(device)
+    _warm_up_on(stream, model, plan)
+    seconds: dict[int, Spread] = {}
+    token_ids: tuple[int, ...] = ()
+    for n in plan.token_counts:
+        ids = prompt_buffer(plan.prompt_ids, n, device)
+        graph = _capture(model, ids, plan.prompt_len, stream)
+        values = []
+        try:
+            for i in range(warmup_replays + replays):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                torch.cuda.synchronize(device)
+                if i >= warmup_replays:
+                    values.append(start.elapsed_time(end) / 1e3)
+            token_ids = tuple(ids[0].tolist())
+        finally:
+            graph.reset()
+        seconds[n] = Spread(tuple(values))
+    return GraphTiming(seconds, token_ids, GRAPH_PER_LENGTH)
+

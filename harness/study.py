@@ -1,0 +1,55 @@
+"""The study's constants, each written once: shapes, token counts, headline measures."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backends.registry import HEAD_DIM
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """An attention call: B sequences of T tokens, H heads of HEAD_DIM (C = H * HEAD_DIM)."""
+
+    B: int
+    H: int
+    T: int
+
+    @property
+    def C(self) -> int:
+        return self.H * HEAD_DIM
+
+    @property
+    def d(self) -> int:
+        return HEAD_DIM
+
+    def flops(self) -> float:
+        """2 * B * H * T^2 * d: the convention for causal attention's forward pass."""
+        return 2.0 * self.B * self.H * self.T * self.T * HEAD_DIM
+
+    def label(self) -> str:
+        return f"B={self.B} T={self.T}"
+
+    def describe(self) -> str:
+        return f"B={self.B}, H={self.H}, T={self.T}, d={HEAD_DIM}"
+
+
+GPT2_HEADS = 12  # GPT-2 small: the kernel benchmark's head count
+
+# The README's kernel tables, the cross-GPU table and figure: GPT-2's batch-1 length and a
+# throughput shape.
+HEADLINE_SHAPES = (Shape(1, GPT2_HEADS, 512), Shape(8, GPT2_HEADS, 4096))
+# Kernel benchmark: GPT-2's batch-1 lengths and throughput shapes.
+KERNEL_SHAPES = tuple(sorted({*HEADLINE_SHAPES, *(Shape(1, GPT2_HEADS, T) for T in (64, 128, 256, 1024, 2048, 4096)),
+                              *(Shape(8, GPT2_HEADS, T) for T in (1024, 2048))}))
+QUICK_KERNEL_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), *HEADLINE_SHAPES}))
+# Each version's "Measured" block in versions/*/README.md.
+VERSION_NOTE_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), Shape(1, GPT2_HEADS, 4096), *HEADLINE_SHAPES}))
+
+# End to end: total tokens (prompt included) of a greedy generation.
+TOKEN_COUNTS = (32, 64, 128, 256, 512)
+QUICK_TOKEN_COUNTS = (32, 64)
+HEADLINE_TOKENS = TOKEN_COUNTS[-1]  # the README's end-to-end table and the cross-GPU table
+
+# Correctness gate: T = 1, partial tiles of every tile size, B > 1, both GPT-2 widths.
+GATE_SHAPES = (Shape(1, 12, 1), Shape(3, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(3, 16, 129),
+               Shape(2, 12, 513), Shape(1, 12, 1024))

@@ -1,0 +1,114 @@
+"""CUDA graphs on the GPU: every backend replays a captured call to its eager output bit
+for bit, the captured generation replays to the eager tokens, and the benchmarks write
+complete rows."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from backends import registry
+from gpt2.config import GPT2Config
+from gpt2.model import GPT2
+from gpt2.timing import GenerationPlan, external_events_supported, time_eager, time_graph
+from gpt2.tokenizer import PROMPT, load_tokenizer
+from harness import bench_e2e, bench_kernels
+from harness.device_timing import DeviceTimer
+from harness.reference import compare, random_qkv, reference_attention
+from harness.results import E2E, KERNELS
+from harness.study import GATE_SHAPES, Shape
+
+pytestmark = pytest.mark.gpu
+
+RUNNABLE = [b.name for b in registry.BACKENDS if not b.unsupported]
+SHAPES = [Shape(1, 12, 65), Shape(2, 12, 512)]
+
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.label() for s in SHAPES])
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_captured_call_replays_to_the_eager_output(version_ops, attention_or_skip, name, shape):
+    fn = attention_or_skip(name)
+    q, k, v = random_qkv(shape, seed=shape.T, device="cuda")
+    eager = fn(q, k, v, shape.H).clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(q, k, v, shape.H)  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        captured = fn(q, k, v, shape.H)
+    captured.fill_(float("nan"))  # the replay must write every element
+    graph.replay()
+    torch.cuda.synchronize()
+    differ = (captured != eager).sum().item()
+    assert differ == 0, f"{name} {shape.describe()}: {differ} elements of the replay differ from the eager call"
+
+
+def tiny_model(attention) -> GPT2:
+    with torch.device("cuda"):
+        model = GPT2(GPT2Config(n_layer=2, n_head=12, n_embd=768, n_positions=128), attention)
+    torch.manual_seed(0)
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    return model.eval().requires_grad_(False)
+
+
+@pytest.mark.parametrize("name", [n for n in RUNNABLE if not registry.get(n).end_to_end])
+def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_skip, name):
+    model = tiny_model(attention_or_skip(name))
+    plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), (16, 24, 40))
+    eager = time_eager(model, plan, runs=1)
+    graph = time_graph(model, plan, replays=2)
+    assert graph.token_ids == eager.token_ids, f"{name}: the replayed graph generated other tokens"
+    for n in plan.token_counts:
+        assert all(s > 0 for s in graph.seconds[n].values), (n, graph.seconds[n])
+    longest = plan.token_counts[-1]
+    assert graph.seconds[16].median < graph.seconds[longest].median, "the boundary events are out of order"
+    assert eager.peak_memory_bytes and eager.peak_memory_bytes[16] <= eager.peak_memory_bytes[longest]
+
+
+def test_this_torch_has_external_events():
+    """Not required (there is a fallback), but the one-graph method needs it."""
+    assert external_events_supported(), f"torch {torch.__version__}: no external events; one graph per length"
+
+
+def test_device_time_is_positive_and_below_the_call_time():
+    timer = DeviceTimer(torch.device("cuda"))
+    fn = registry.get(registry.KERNEL_REFERENCE).attention("cuda")
+    q, k, v = random_qkv(Shape(1, 12, 512), seed=0, device="cuda")
+    timing = timer.time(lambda: fn(q, k, v, 12))
+    assert timing.not_captured is None, timing.not_captured
+    assert timing.us_device and min(timing.us_device) > 0, timing
+    assert min(timing.us_device) <= timing.us_call_median, timing
+
+
+def test_flex_attention_compiled_matches_the_reference(attention_or_skip):
+    fn = attention_or_skip("flex-attention")
+    for shape in GATE_SHAPES:
+        q, k, v = random_qkv(shape, seed=shape.T, device="cuda")
+        result = compare(fn(q, k, v, shape.H), reference_attention(q, k, v, shape.H))
+        assert result.ok, f"flex-attention {shape.describe()}: {result.describe()}"
+
+
+def test_benchmarks_write_complete_rows(tmp_path, version_ops):
+    backends = [registry.get(n) for n in ("naive", "sdpa-efficient", "sdpa-flash", registry.versions()[-1].name)]
+    device = torch.device("cuda")
+    path = bench_kernels.run(backends, [Shape(1, 12, 64)], results_dir=tmp_path, device=device)
+    rows = {r.backend: r for r in KERNELS.read(path).rows}
+    assert rows["sdpa-flash"].status != "ok"
+    for name in ("naive", "sdpa-efficient", registry.versions()[-1].name):
+        row = rows[name]
+        assert row.status == "ok" and row.notes is None, row
+        assert row.us_device_median and row.us_call_median and row.tflops and row.ratio_to_sdpa_efficient, row
+        assert row.us_device_min <= row.us_device_median <= row.us_device_max, row
+    assert rows["sdpa-efficient"].ratio_to_sdpa_efficient == pytest.approx(1.0)
+
+    source = bench_e2e.ModelSource(lambda attention, device: tiny_model(attention), "tiny test model")
+    path = bench_e2e.run(backends, (16, 24), source=source, results_dir=tmp_path, device=device)
+    rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows}
+    for name in ("naive", "sdpa-efficient"):
+        row = rows[(name, 24)]
+        assert row.status == "ok" and row.graph_tokens_match_eager and row.same_tokens_as_naive is not None, row
+        assert row.seconds_gpu_median and row.seconds_eager_median and row.seconds_floor_gpu, row
+        assert -0.05 < row.attention_gpu_share < 1, row  # a 2-layer model: attention may cost little

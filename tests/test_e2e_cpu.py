@@ -1,0 +1,105 @@
+"""The end-to-end sweep's logic on a CPU with a tiny GPT-2: timing every length from one
+generation, interrupting and resuming, and comparing tokens with the reference's from
+the CSV (the CPU path is eager only and says so on each row)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from backends import registry
+from backends.baselines import naive_attention
+from backends.registry import NaiveBaseline
+from gpt2.config import GPT2Config
+from gpt2.generate import greedy_generate
+from gpt2.model import GPT2
+from gpt2.timing import GenerationPlan, time_eager
+from harness import bench_e2e
+from harness.results import E2E
+
+PROMPT = (15496, 11, 314, 1101, 257, 3303, 2746, 11)
+COUNTS = (10, 12, 13)
+
+
+def tiny_model(attention, device: torch.device | None = None) -> GPT2:
+    model = GPT2(GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=32), attention)
+    generator = torch.Generator().manual_seed(0)
+    for p in model.parameters():
+        p.data.normal_(0.0, 0.5, generator=generator)  # large enough for attention to matter
+    return model.to(device or "cpu").eval().requires_grad_(False)
+
+
+TINY = bench_e2e.ModelSource(tiny_model, "tiny:test")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokenAttention(NaiveBaseline):
+    """A test row whose attention ignores the keys: its tokens must differ from naive's."""
+
+    def _load(self, device):
+        return lambda q, k, v, num_heads: naive_attention(q, q, v, num_heads)
+
+
+BROKEN = BrokenAttention(name="broken", description="ignores k", requires_cuda=False)
+
+
+def test_eager_timing_gives_every_length_from_one_generation():
+    model = tiny_model(registry.get("naive").attention("cpu"))
+    plan = GenerationPlan(PROMPT, COUNTS)
+    timing = time_eager(model, plan, runs=2)
+    assert timing.token_ids == tuple(greedy_generate(model, PROMPT, COUNTS[-1])[0].tolist())
+    for shorter, longer in zip(COUNTS, COUNTS[1:]):
+        assert all(a < b for a, b in zip(timing.seconds[shorter].values, timing.seconds[longer].values))
+    assert timing.peak_memory_bytes is None  # CPU
+
+
+def test_plan_refuses_lengths_within_the_prompt():
+    with pytest.raises(ValueError, match="exceed the prompt"):
+        GenerationPlan(PROMPT, (8, 12))
+    with pytest.raises(ValueError, match="ascending"):
+        GenerationPlan(PROMPT, (12, 10))
+
+
+def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypatch):
+    backends = [registry.get("naive"), registry.get("sdpa-math"), BROKEN, registry.get("v01")]
+    calls: list[int] = []
+    real = bench_e2e.time_eager
+
+    def counted(model, plan, **kwargs):
+        calls.append(1)
+        if interrupt_at and len(calls) == interrupt_at:
+            raise KeyboardInterrupt  # Ctrl-C while timing the second backend
+        return real(model, plan, **kwargs)
+
+    monkeypatch.setattr(bench_e2e, "time_eager", counted)
+    cpu = torch.device("cpu")
+    interrupt_at = 2
+    with pytest.raises(KeyboardInterrupt):
+        bench_e2e.run(backends, COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
+    path = next(tmp_path.glob("*/e2e.csv"))
+    assert {(r.backend, r.tokens) for r in E2E.read(path).rows} == {("naive", n) for n in COUNTS}
+
+    calls.clear()
+    interrupt_at = 0
+    bench_e2e.run(backends, COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
+    assert len(calls) == 2, "the resumed sweep measures only what is missing (sdpa-math, broken)"
+    rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows}
+    assert len(rows) == len(backends) * len(COUNTS)
+    model = tiny_model(registry.get("naive").attention("cpu"))
+    for n in COUNTS:
+        naive, math, broken = rows[("naive", n)], rows[("sdpa-math", n)], rows[("broken", n)]
+        assert naive.same_tokens_as_naive is True and math.same_tokens_as_naive is True
+        assert math.tokens_sha256 == naive.tokens_sha256
+        model.set_attention(BROKEN.attention("cpu"))
+        broken_ids = greedy_generate(model, PROMPT, n)[0].tolist()
+        model.set_attention(registry.get("naive").attention("cpu"))
+        naive_ids = greedy_generate(model, PROMPT, n)[0].tolist()
+        assert broken_ids != naive_ids, "the test's broken backend should change the tokens"
+        assert broken.same_tokens_as_naive is False
+        for row in (naive, math, broken):
+            assert row.status == "ok" and row.notes == bench_e2e.EAGER_ONLY_ON_CPU, row
+            assert row.seconds_eager_min <= row.seconds_eager_median <= row.seconds_eager_max
+            assert row.seconds_gpu_median is None and row.tokens_per_second is None
+            assert (row.n_layer, row.n_head, row.n_embd, row.prompt_tokens) == (2, 2, 128, len(PROMPT))
+        assert "needs a CUDA device" in rows[("v01", n)].status
