@@ -204,6 +204,7 @@ def _version(number: int, short_name: str, description: str, *, build_flags: tup
 
 _FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts float16/bfloat16 only)"
 _FAST_MATH = ("--use_fast_math",)
+_AMPERE: Capability = (8, 0)  # cp.async and TF32 mma.sync
 
 BACKENDS: tuple[Backend, ...] = (
     NaiveBaseline(name="naive", description="matmul, masked_fill, softmax, matmul in plain PyTorch",
@@ -238,6 +239,19 @@ BACKENDS: tuple[Backend, ...] = (
              build_flags=_FAST_MATH),
     _version(11, "strided", "row/batch strides as arguments: no .contiguous() copies",
              build_flags=_FAST_MATH, strided_inputs=True),
+    # Past the original write-up: its author's version 12, then toward the tensor cores.
+    _version(12, "o_in_registers", "O in registers, K swizzled, 64x64 tiles, 4x4 register tile",
+             build_flags=_FAST_MATH, strided_inputs=True),
+    _version(13, "causal_tiles", "only the diagonal tile masked; longest row blocks first",
+             build_flags=_FAST_MATH, strided_inputs=True),
+    _version(14, "warp_rows", "FlashAttention-2 split: each warp owns whole rows, P in registers",
+             build_flags=_FAST_MATH, strided_inputs=True),
+    _version(15, "cp_async", "K/V double-buffered with cp.async (one barrier per tile)",
+             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
+    _version(16, "tf32x3_mma", "both products on tensor cores, 3 x TF32 for float32 accuracy",
+             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
+    _version(17, "split_kv", "keys split across blocks when the grid would leave SMs idle",
+             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
 )
 
 # The backends others are measured against, each named once.
