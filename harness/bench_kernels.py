@@ -81,9 +81,9 @@ def run(backends: Sequence[Backend], shapes: Sequence[Shape], *, results_dir: Pa
                 continue
             fn = functions[backend.name]
             timing = timer.time(lambda: fn(q, k, v, shape.H))
+            if backend.name == registry.KERNEL_REFERENCE:  # the ratios below refer to it, its own is 1
+                reference_us = statistics.median(timing.us_device) if timing.us_device else None
             row = measured_row(backend.name, shape, timing, reference_us, peak, provenance)
-            if backend.name == registry.KERNEL_REFERENCE:
-                reference_us = row.us_device_median
             if row.notes:
                 tqdm.write(f"{backend.name} {shape.label()}: {row.notes}")
             KERNELS.append(path, row)

@@ -13,8 +13,10 @@ from backends.registry import CudaVersion
 from harness.reference import compare, random_qkv, reference_attention
 from harness.study import Shape
 
-# Partial tiles for every tile size used (32, 48, 64), T = 1, and B > 1.
-SHAPES = (Shape(1, 12, 1), Shape(2, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(2, 12, 130))
+# Partial tiles for every tile size used (32, 48, 64), T = 1, and B > 1; at B=1, T=513 version
+# 17 splits each row block into several multi-tile splits and merges them.
+SHAPES = (Shape(1, 12, 1), Shape(2, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(2, 12, 130),
+          Shape(1, 12, 513))
 
 
 def run_workload(versions: Sequence[CudaVersion], device: torch.device) -> int:
