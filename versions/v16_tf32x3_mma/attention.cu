@@ -162,8 +162,8 @@ __device__ float row_sum(float value) {
 // rows row_g and row_g + 8) of the tile starting at column col0: masks the scores if
 // the tile crosses the diagonal (kMasked; no other tile has a masked entry), takes
 // each row's max over its 4 lanes, turns s into P_ij = 2^(S_ij - m_new) in place, and
-// updates m, this lane's part of l and its part of O (rescaled by 2^(m_old - m_new)).
-// Element e of slice n sits in row g + 8 (e / 2), column 8n + 2t + e % 2.
+// updates m and this lane's part of l; alpha gets each row's 2^(m_old - m_new), by which
+// O is rescaled. Element e of slice n sits in row g + 8 (e / 2), column 8n + 2t + e % 2.
 template <bool kMasked>
 __device__ void softmax_rows(float (&s)[kSlicesS][4],
                              int row_g,
@@ -171,7 +171,7 @@ __device__ void softmax_rows(float (&s)[kSlicesS][4],
                              int T,
                              float (&m)[2],
                              float (&l)[2],
-                             float (&o)[kSlicesO][4]) {
+                             float (&alpha)[2]) {
   const int t = threadIdx.x % kRowLanes;
   float m_tilde[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -184,7 +184,6 @@ __device__ void softmax_rows(float (&s)[kSlicesS][4],
       }
       m_tilde[e / 2] = fmaxf(m_tilde[e / 2], s[n][e]);
     }
-  float alpha[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     // Every row of a tile left of or on the diagonal has an unmasked entry (its own
@@ -201,10 +200,6 @@ __device__ void softmax_rows(float (&s)[kSlicesS][4],
       s[n][e] = exp2f(s[n][e] - m[e / 2]);  // 2^-inf = 0 for masked entries
       l[e / 2] += s[n][e];
     }
-#pragma unroll
-  for (int n = 0; n < kSlicesO; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
 }
 
 // __launch_bounds__ caps registers so that a block of this size can always launch.
@@ -353,10 +348,11 @@ __global__ void __launch_bounds__(kLanes * kWarps) causal_attention_kernel(
 
     // Online softmax, in registers. Tile T_c - 1 holds the diagonal (and T's end);
     // every earlier tile is unmasked.
+    float alpha[2];
     if (j == T_c - 1)
-      softmax_rows<true>(s, row_g, col0, T, m_i, l_i, o);
+      softmax_rows<true>(s, row_g, col0, T, m_i, l_i, alpha);
     else
-      softmax_rows<false>(s, row_g, col0, T, m_i, l_i, o);
+      softmax_rows<false>(s, row_g, col0, T, m_i, l_i, alpha);
 
     // O_i += P_ij V_j. The A fragment of k step k (keys 8k .. 8k + 7) comes straight
     // from the C fragment of S slice k, with the keys inside the step renumbered so
@@ -364,6 +360,13 @@ __global__ void __launch_bounds__(kLanes * kWarps) causal_attention_kernel(
     // 2t + 1, so a0, a1, a2, a3 = c0, c2, c1, c3. B must use the same order:
     // b0 = V[8k + 2t][8n + g], b1 = V[8k + 2t + 1][8n + g]. The sum over the keys of
     // the step is unchanged. P is 0 past the last key, and V's rows there are zero.
+    //
+    // The tile's product accumulates from zero and joins O in one rounded FFMA per
+    // element, O = 2^(m_old - m_new) O + P_ij V_j. The tensor cores' float32 accumulation
+    // does not round to nearest: carried through all of a long row's mma instructions
+    // (6,144 of them at T = 16384) its error drifts one way, and the output missed the
+    // 1e-5 relative tolerance (2.8e-5 at T = 16385); per tile it is 24 instructions.
+    float pv[kSlicesO][4] = {};
 #pragma unroll
     for (int kp = 0; kp < kStepsPV; ++kp) {
       uint32_t p_hi[4], p_lo[4];
@@ -381,8 +384,12 @@ __global__ void __launch_bounds__(kLanes * kWarps) causal_attention_kernel(
         b[n][0] = split_tf32(V_kn[0]);       // key 8k + 2t
         b[n][1] = split_tf32(V_kn[kPitch]);  // key 8k + 2t + 1
       }
-      mma_tf32x3(o, p_hi, p_lo, b);
+      mma_tf32x3(pv, p_hi, p_lo, b);
     }
+#pragma unroll
+    for (int n = 0; n < kSlicesO; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = fmaf(o[n][e], alpha[e / 2], pv[n][e]);
   }
 
   // O_i = diag(l)^-1 O_i, straight from registers to global memory: lane (g, t) stores
