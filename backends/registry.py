@@ -65,6 +65,7 @@ class Backend:
     min_compute_capability: the oldest CUDA GPU it runs on (None: any that torch supports)
     unsupported:            why it never runs in this study (float32 unsupported), or None
     end_to_end:             why the end-to-end sweep leaves it out, or None
+    quick:                  why `run_all.sh --quick` (the backend list "quick") leaves it out, or None
     """
 
     name: str
@@ -73,6 +74,7 @@ class Backend:
     min_compute_capability: Capability | None = None
     unsupported: str | None = None
     end_to_end: str | None = None
+    quick: str | None = None
 
     is_version: ClassVar[bool] = False
 
@@ -221,7 +223,9 @@ BACKENDS: tuple[Backend, ...] = (
                  description="flex_attention compiled by torch.compile (Triton), causal block mask, no TF32",
                  end_to_end="not measured end to end: a generation calls attention at ~500 sequence lengths, "
                             "each with its own block mask and, without dynamic shapes, its own compilation; "
-                            "capturing that as one CUDA graph within the sweep's time budget is not validated"),
+                            "capturing that as one CUDA graph within the sweep's time budget is not validated",
+                 quick="left out of --quick: compiling it takes about two minutes on a fresh H100 machine "
+                       "(measured), most of the quick sweep's budget; the full sweep measures it"),
     _version(1, "flash_naive", "FlashAttention v1, statistics in global memory, 48x48 tiles"),
     _version(2, "pad_k", "K rows padded by one float in shared memory (no bank conflicts)"),
     _version(3, "tile_32x32", "32x32 thread block, 32x32 tiles"),
@@ -279,9 +283,12 @@ def baseline_names() -> list[str]:
 
 
 def select(spec: str | None) -> list[Backend]:
-    """Backends named in a comma-separated list ("naive,v05"), or all of them for None/"all"."""
+    """Backends named in a comma-separated list ("naive,v05"), all of them for None/"all", or
+    for "quick" all but those whose row says why a quick sweep leaves them out."""
     if spec is None or spec.strip() in ("", "all"):
         return list(BACKENDS)
+    if spec.strip() == "quick":
+        return [b for b in BACKENDS if b.quick is None]
     return [get(part.strip()) for part in spec.split(",") if part.strip()]
 
 

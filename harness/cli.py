@@ -19,7 +19,8 @@ from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
 from harness.study import KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
 
-BACKENDS_HELP = "comma-separated backend names, or 'all' (default); see `python -m harness list`"
+BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (all but those a quick sweep "
+                 "leaves out); see `python -m harness list`")
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
@@ -61,6 +62,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             notes.append(f"not available: {reason}")
         if b.end_to_end:
             notes.append(b.end_to_end)
+        if b.quick:
+            notes.append(b.quick)
         print(f"{b.name:15s} {b.runs_on():12s} {b.description}" + (f"  [{'; '.join(notes)}]" if notes else ""))
     return 0
 

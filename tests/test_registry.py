@@ -112,3 +112,10 @@ def test_list_shows_a_version_unavailable_on_this_gpu(monkeypatch, capsys):
     line = next(x for x in out.splitlines() if x.startswith("v15"))
     assert "CUDA >= 8.0" in line and "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5" in line
     assert "compute capability 7.5" in out.splitlines()[0]
+
+
+def test_quick_selection_leaves_out_exactly_the_rows_that_say_why():
+    quick = {b.name for b in registry.select("quick")}
+    for backend in registry.BACKENDS:
+        assert (backend.name in quick) == (backend.quick is None), backend.name
+    assert "flex-attention" not in quick and "v17" in quick
