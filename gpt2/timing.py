@@ -81,7 +81,10 @@ class Spread:
 @dataclass(frozen=True)
 class EagerTiming:
     seconds: dict[int, Spread]  # per token count
-    peak_memory_bytes: dict[int, int] | None  # per token count, CUDA only (weights included)
+    # per token count, CUDA only: the model's weights plus the most the generation itself had
+    # allocated at once (the allocator's peak minus what was allocated before the run, so that
+    # memory held by anything else in the process does not count)
+    peak_memory_bytes: dict[int, int] | None
     token_ids: tuple[int, ...]  # the longest generation, prompt included
 
 
@@ -132,18 +135,21 @@ def time_eager(model: GPT2, plan: GenerationPlan, *, runs: int, warmup_runs: int
     clock = _CudaClock(device) if on_cuda else _HostClock()
     wanted = set(plan.token_counts)
     peaks: dict[int, int] = {}
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    before = 0
     runs_marks = []
     for _ in range(runs):
         clock.finish()  # each run starts with an idle device
         if on_cuda:
             torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
         marks = {}
 
         def step(n: int) -> None:
             if n in wanted:
                 marks[n] = clock.mark()
                 if on_cuda:  # the allocator's host-side bookkeeping: no sync
-                    peaks[n] = max(peaks.get(n, 0), torch.cuda.max_memory_allocated(device))
+                    peaks[n] = max(peaks.get(n, 0), weights + torch.cuda.max_memory_allocated(device) - before)
             if on_step is not None:
                 on_step(n)
 

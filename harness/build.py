@@ -55,8 +55,10 @@ def build_all(backends: Sequence[Backend], *, jobs: int | None = None) -> list[B
             print(f"{version.name}: skipped ({skipped})", flush=True)
     if not work:
         return sorted(results, key=lambda r: r.name)
-    # Each version compiles two files (kernel and glue) at once: half the cores' worth of versions.
-    jobs = jobs or min(len(work), max(1, (os.cpu_count() or 2) // 2))
+    # A version per core. Each compiles two files (kernel and glue) at once, so the cores are
+    # oversubscribed about twice while they all run: on 16 cores, 17 versions built in ~40 s
+    # with half as many jobs (three rounds of ~13 s).
+    jobs = jobs or min(len(work), max(1, os.cpu_count() or 2))
     targets = ", ".join(sorted({capability_text(a.capability) for a in archs}))
     print(f"building {len(work)} versions for compute capability {targets} with {jobs} parallel jobs", flush=True)
     # spawn, not fork: a forked child of a process that has initialised CUDA may crash.
