@@ -99,14 +99,18 @@ def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) 
     output = _run([str(nvcc), f"-arch={arch}", "-c", str(version.source_dir / "attention.cu"), "-o", str(obj),
                    f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags],
                   f"nvcc for {version.name} ({arch})")
-    kernel_part = output[output.find("Compiling entry function"):]  # the kernel's own report follows
-    registers = _REGISTERS.search(kernel_part)
-    stack = _STACK_SPILLS.search(kernel_part)
-    if not registers or not stack:
+    # Each kernel's own report follows its "Compiling entry function" line. A file may hold
+    # more than one kernel (version 17's merge kernel); the main one is the one using the
+    # most registers, and it is the one reported.
+    reports = []
+    for part in output.split("Compiling entry function")[1:]:
+        registers, stack, smem = _REGISTERS.search(part), _STACK_SPILLS.search(part), _SMEM.search(part)
+        if registers and stack:
+            reports.append(KernelResources(version.name, arch, int(registers[1]), int(smem[1]) if smem else 0,
+                                           int(stack[1]), int(stack[2]), int(stack[3])))
+    if not reports:
         raise CompileError(f"could not read ptxas's report for {version.name} ({arch}):\n{output}")
-    smem = _SMEM.search(kernel_part)
-    return KernelResources(version.name, arch, int(registers[1]), int(smem[1]) if smem else 0,
-                           int(stack[1]), int(stack[2]), int(stack[3]))
+    return max(reports, key=lambda r: r.registers)
 
 
 def compile_probe(nvcc: Path, out_dir: Path) -> Path:

@@ -93,7 +93,9 @@ def kernel_table(r: GpuResults, shape: Shape) -> str:
     intro = (f"Kernel: {shape.describe()}, causal. Device time per call: median of {_range([x.replays for x in rows])} "
              f"replays of a CUDA graph of R × [L2 flush, call] minus the flushes alone, divided by R "
              f"({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. float32 FMA peak "
-             f"measured in the same run: {_num(statistics.median(peaks) if peaks else None, '{:.1f}')} TFLOP/s.")
+             f"measured in the same run: {_num(statistics.median(peaks) if peaks else None, '{:.1f}')} TFLOP/s "
+             f"(an 8192³ float32 matmul with TF32 off: the CUDA cores' rate; a backend that runs on the tensor "
+             f"cores can exceed it).")
     return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
                                     f"× {registry.KERNEL_REFERENCE}", "of fp32 peak"], body)
 
