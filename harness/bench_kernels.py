@@ -5,7 +5,6 @@ each row's ratio refers to a device time of the same run.
 """
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Sequence
 
@@ -36,7 +35,7 @@ def measured_row(backend: str, shape: Shape, timing: CallTiming, reference_us: f
                  provenance: Provenance) -> KernelRow:
     """A row from a timing; TFLOP/s, ratio and fraction of peak all from the device median."""
     device = timing.us_device
-    median = statistics.median(device) if device else None
+    median = timing.us_device_median
     tflops = shape.flops() / (median * 1e-6) / 1e12 if median and median > 0 else None
     return KernelRow(backend=backend, B=shape.B, H=shape.H, T=shape.T, d=shape.d, status=OK,
                      notes=None if timing.not_captured is None else
@@ -82,7 +81,7 @@ def run(backends: Sequence[Backend], shapes: Sequence[Shape], *, results_dir: Pa
             fn = functions[backend.name]
             timing = timer.time(lambda: fn(q, k, v, shape.H))
             if backend.name == registry.KERNEL_REFERENCE:  # the ratios below refer to it, its own is 1
-                reference_us = statistics.median(timing.us_device) if timing.us_device else None
+                reference_us = timing.us_device_median
             row = measured_row(backend.name, shape, timing, reference_us, peak, provenance)
             if row.notes:
                 tqdm.write(f"{backend.name} {shape.label()}: {row.notes}")

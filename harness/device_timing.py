@@ -54,6 +54,10 @@ class CallTiming:
     def us_call_median(self) -> float:
         return statistics.median(self.us_call)
 
+    @property
+    def us_device_median(self) -> float | None:
+        return statistics.median(self.us_device) if self.us_device else None
+
 
 def _elapsed_us(start: torch.cuda.Event, end: torch.cuda.Event) -> float:
     return start.elapsed_time(end) * 1e3
