@@ -153,15 +153,21 @@ class FlexBaseline(Backend):
 class CudaVersion(Backend):
     """One step of the study: versions/<folder>/attention.cu built as a torch extension.
 
-    build_flags:    extra nvcc flags for the version's kernel file
-    strided_inputs: True if the op accepts row/batch-strided q, k, v (the model then
-                    passes the views of its packed qkv projection without copying)
+    build_flags:     extra nvcc flags for the version's kernel file
+    strided_inputs:  True if the op accepts row/batch-strided q, k, v (the model then
+                     passes the views of its packed qkv projection without copying)
+    alignment_bytes: q, k and v's data pointers and strides (in bytes) must be multiples of
+                     it; 16 where the kernel loads 16-byte vectors, and the op refuses others
+
+    strided_inputs and alignment_bytes repeat what the kernel file's requirements() says
+    (the glue enforces that); the compile check compares the two.
     """
 
     number: int
     folder: str
     build_flags: tuple[str, ...] = ()
     strided_inputs: bool = False
+    alignment_bytes: int = 4  # one float
     min_compute_capability: Capability = OLDEST_CAPABILITY
 
     is_version: ClassVar[bool] = True
@@ -174,6 +180,13 @@ class CudaVersion(Backend):
     @property
     def source_dir(self) -> Path:
         return VERSIONS_DIR / self.folder
+
+    @property
+    def input_layout(self) -> str:
+        """What q, k and v must look like, for listings: 'contiguous', 'any row/batch strides,
+        16-byte aligned'."""
+        layout = "any row/batch strides" if self.strided_inputs else "contiguous"
+        return layout if self.alignment_bytes <= 4 else f"{layout}, {self.alignment_bytes}-byte aligned"
 
     @property
     def step(self) -> str:
@@ -197,15 +210,17 @@ class CudaVersion(Backend):
 
 
 def _version(number: int, short_name: str, description: str, *, build_flags: tuple[str, ...] = (),
-             strided_inputs: bool = False, min_compute_capability: Capability = OLDEST_CAPABILITY) -> CudaVersion:
+             strided_inputs: bool = False, alignment_bytes: int = 4,
+             min_compute_capability: Capability = OLDEST_CAPABILITY) -> CudaVersion:
     name = f"v{number:02d}"
     return CudaVersion(name=name, description=description, number=number, folder=f"{name}_{short_name}",
-                       build_flags=build_flags, strided_inputs=strided_inputs,
+                       build_flags=build_flags, strided_inputs=strided_inputs, alignment_bytes=alignment_bytes,
                        min_compute_capability=min_compute_capability)
 
 
 _FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts float16/bfloat16 only)"
 _FAST_MATH = ("--use_fast_math",)
+_FLOAT4 = 16  # alignment_bytes of a kernel that loads q, k, v as 16-byte vectors
 _AMPERE: Capability = (8, 0)  # cp.async and TF32 mma.sync
 
 BACKENDS: tuple[Backend, ...] = (
@@ -234,28 +249,32 @@ BACKENDS: tuple[Backend, ...] = (
              build_flags=_FAST_MATH),
     _version(6, "templated", "template tile sizes, division hoisted, restrict pointers",
              build_flags=_FAST_MATH),
-    _version(7, "float4", "128-bit vectorized global loads and stores", build_flags=_FAST_MATH),
+    _version(7, "float4", "128-bit vectorized global loads and stores", build_flags=_FAST_MATH,
+             alignment_bytes=_FLOAT4),
     _version(8, "o_in_smem", "O accumulated in shared memory, written once",
-             build_flags=_FAST_MATH),
+             build_flags=_FAST_MATH, alignment_bytes=_FLOAT4),
     _version(9, "regtile_cols", "2 columns of S and 4 of O per thread (16x32 block)",
-             build_flags=_FAST_MATH),
+             build_flags=_FAST_MATH, alignment_bytes=_FLOAT4),
     _version(10, "regtile_rows", "2x2 register tile per thread, B_r = 64",
-             build_flags=_FAST_MATH),
+             build_flags=_FAST_MATH, alignment_bytes=_FLOAT4),
     _version(11, "strided", "row/batch strides as arguments: no .contiguous() copies",
-             build_flags=_FAST_MATH, strided_inputs=True),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4),
     # Past the original write-up: its author's version 12, then toward the tensor cores.
     _version(12, "o_in_registers", "O in registers, K swizzled, 64x64 tiles, 4x4 register tile",
-             build_flags=_FAST_MATH, strided_inputs=True),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4),
     _version(13, "causal_tiles", "only the diagonal tile masked; longest row blocks first",
-             build_flags=_FAST_MATH, strided_inputs=True),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4),
     _version(14, "warp_rows", "FlashAttention-2 split: each warp owns whole rows, P in registers",
-             build_flags=_FAST_MATH, strided_inputs=True),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4),
     _version(15, "cp_async", "K/V double-buffered with cp.async (one barrier per tile)",
-             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             min_compute_capability=_AMPERE),
     _version(16, "tf32x3_mma", "both products on tensor cores, 3 x TF32 for float32 accuracy",
-             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             min_compute_capability=_AMPERE),
     _version(17, "split_kv", "keys split across blocks when the grid would leave SMs idle",
-             build_flags=_FAST_MATH, strided_inputs=True, min_compute_capability=_AMPERE),
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             min_compute_capability=_AMPERE),
 )
 
 # The backends others are measured against, each named once.

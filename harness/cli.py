@@ -56,7 +56,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if isinstance(b, registry.CudaVersion):
             if b.build_flags:
                 notes.append("flags: " + " ".join(b.build_flags))
-            notes.append("inputs: " + ("any row/batch strides" if b.strided_inputs else "contiguous"))
+            notes.append(f"inputs: {b.input_layout}")
         reason = b.why_unavailable(target)
         if reason and (b.unsupported or target.capability):
             notes.append(f"not available: {reason}")

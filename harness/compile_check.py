@@ -1,7 +1,9 @@
 """Compile each version's kernel file with nvcc alone (no GPU, no torch) and report
 registers, shared memory, stack and spill bytes from ptxas, and the launch
 configuration its launcher chooses (grid, block, dynamic shared memory) at a stated
-shape on a stated GPU, printed by a small host probe linked with the kernel file."""
+shape on a stated GPU, printed by a small host probe linked with the kernel file. The
+probe also prints the kernel file's input requirements, which must agree with the
+version's registry row."""
 from __future__ import annotations
 
 import concurrent.futures as futures
@@ -40,6 +42,7 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _STACK_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
 _PROBE_OUTPUT = re.compile(r"grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) smem (\d+)")
+_PROBE_REQUIREMENTS = re.compile(r"strided_inputs ([01]) alignment_bytes (\d+)")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,23 @@ class LaunchConfig:
     @property
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass(frozen=True)
+class KernelRequirements:
+    """What the kernel file's requirements() says (versions/common/attention_launch.h)."""
+
+    strided_inputs: bool
+    alignment_bytes: int
+
+    def disagreement(self, version: CudaVersion) -> str | None:
+        """Why the version's registry row does not say the same, or None."""
+        row = KernelRequirements(version.strided_inputs, version.alignment_bytes)
+        if row == self:
+            return None
+        return (f"{version.name}: its registry row says strided_inputs={row.strided_inputs}, "
+                f"alignment_bytes={row.alignment_bytes}, but its kernel file's requirements() says "
+                f"strided_inputs={self.strided_inputs}, alignment_bytes={self.alignment_bytes}")
 
 
 class CompileError(RuntimeError):
@@ -120,7 +140,8 @@ def compile_probe(nvcc: Path, out_dir: Path) -> Path:
 
 
 def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVersion,
-                 shape: Shape = PROBE_SHAPE, limits: DeviceLimits = PROBE_LIMITS) -> LaunchConfig:
+                 shape: Shape = PROBE_SHAPE,
+                 limits: DeviceLimits = PROBE_LIMITS) -> tuple[LaunchConfig, KernelRequirements]:
     """Link the probe with the version's object file and run it (no GPU needed)."""
     exe = kernel_obj.with_suffix(".probe")
     link = subprocess.run([str(nvcc), str(probe_obj), str(kernel_obj), "-o", str(exe)], capture_output=True, text=True)
@@ -132,11 +153,12 @@ def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVer
         raise CompileError(f"linking the launch probe with {version.name} failed:\n{output}")
     output = _run([str(exe), str(shape.B), str(shape.H), str(shape.T), str(limits.smem_per_block),
                    str(limits.smem_per_block_optin), str(limits.sm_count)], f"the launch probe of {version.name}")
-    match = _PROBE_OUTPUT.search(output)
-    if not match:
+    match, requirements = _PROBE_OUTPUT.search(output), _PROBE_REQUIREMENTS.search(output)
+    if not match or not requirements:
         raise CompileError(f"the launch probe of {version.name} printed {output!r}")
     values = [int(g) for g in match.groups()]
-    return LaunchConfig(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
+    launch = LaunchConfig(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
+    return launch, KernelRequirements(requirements[1] == "1", int(requirements[2]))
 
 
 @dataclass(frozen=True)
@@ -145,6 +167,12 @@ class VersionReport:
     resources: dict[str, KernelResources | str]  # arch -> resources, or why not (skipped, error)
     launch: LaunchConfig | str  # or why not
     launch_failed: bool = False  # the probe did not run (no launch_config, a link error)
+    requirements: KernelRequirements | None = None  # None when the probe did not run
+
+    @property
+    def disagreement(self) -> str | None:
+        """Why the registry row and the kernel file's requirements() differ, or None."""
+        return self.requirements.disagreement(self.version) if self.requirements else None
 
 
 def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_obj: Path | None,
@@ -152,6 +180,7 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_
     resources: dict[str, KernelResources | str] = {}
     launch: LaunchConfig | str = "no architecture compiled"
     launch_failed = False
+    requirements: KernelRequirements | None = None
     for arch in archs:
         reason = skip_reason(version, arch)
         if reason:
@@ -164,25 +193,29 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_
             continue
         if isinstance(launch, str) and probe_obj is not None:  # the first compiled object runs the probe
             try:
-                launch = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{arch}.o", version)
+                launch, requirements = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{arch}.o",
+                                                    version)
             except CompileError as err:
                 launch, launch_failed = str(err), True
-    return VersionReport(version, resources, launch, launch_failed)
+    return VersionReport(version, resources, launch, launch_failed, requirements)
 
 
-def _format_resources(name: str, arch: str, r: KernelResources | str) -> str:
+def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
     if isinstance(r, str):
         return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
     return (f"{name:8s} {arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
             f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}")
 
 
-def _format_launch(name: str, launch: LaunchConfig | str) -> str:
-    if isinstance(launch, str):
-        return f"{name:8s} –  ({launch.splitlines()[0]})"
+def _format_launch(report: VersionReport) -> str:
+    name, launch, req = report.version.name, report.launch, report.requirements
+    if isinstance(launch, str) or req is None:
+        return f"{name:8s} –  ({str(launch).splitlines()[0]})"
     grid = "x".join(map(str, launch.grid))
     block = "x".join(map(str, launch.block))
-    return f"{name:8s} {block:>10s} {launch.threads:7d} {grid:>12s} {launch.smem_bytes:12d}"
+    inputs = "strided" if req.strided_inputs else "contiguous"
+    return (f"{name:8s} {block:>10s} {launch.threads:7d} {grid:>12s} {launch.smem_bytes:12d} {inputs:>10s} "
+            f"{req.alignment_bytes:>5d}")
 
 
 def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, *, jobs: int | None = None) -> int:
@@ -208,14 +241,19 @@ def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, 
     failures = 0
     for report in reports:
         for arch, r in report.resources.items():
-            print(_format_resources(report.version.name, arch, r))
+            print(format_resources(report.version.name, arch, r))
             failures += isinstance(r, str) and not r.startswith("skipped")
     limits = PROBE_LIMITS
     print(f"\nlaunch configuration at {PROBE_SHAPE.describe()}, contiguous q, k, v, on an {limits.name} "
           f"({limits.smem_per_block} B shared memory per block by default, {limits.smem_per_block_optin} B "
           f"opt-in, {limits.sm_count} SMs):")
-    print(f"{'version':8s} {'block':>10s} {'threads':>7s} {'grid':>12s} {'dynamic smem':>12s}")
+    print(f"{'version':8s} {'block':>10s} {'threads':>7s} {'grid':>12s} {'dynamic smem':>12s} {'inputs':>10s} "
+          f"{'align':>5s}")
     for report in reports:
-        print(_format_launch(report.version.name, report.launch))
+        print(_format_launch(report))
         failures += report.launch_failed
+    disagreements = [report.disagreement for report in reports if report.disagreement]
+    for line in disagreements:
+        print(f"requirements disagree: {line}")
+    failures += len(disagreements)
     return 1 if failures else 0

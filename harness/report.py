@@ -184,7 +184,7 @@ def version_section(r: GpuResults, name: str, previous: str) -> str:
 def versions_table() -> str:
     """The study's steps, straight from the registry."""
     rows = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, " ".join(f"`{f}`" for f in v.build_flags) or DASH,
-             "any row/batch strides" if v.strided_inputs else "contiguous", v.runs_on()] for v in registry.versions()]
+             v.input_layout, v.runs_on()] for v in registry.versions()]
     return _table(["version", "step", "extra nvcc flags", "q, k, v layout", "runs on"], rows)
 
 

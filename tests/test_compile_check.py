@@ -2,6 +2,7 @@
 launch configuration printed by the host probe linked with a kernel file."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from backends.registry import CudaVersion
 from harness.compile_check import (
     H100,
     CompileError,
+    KernelRequirements,
     LaunchConfig,
     check_version,
     compile_probe,
@@ -36,9 +38,11 @@ def probe_obj(tmp_path_factory) -> Path:
 @needs_nvcc
 def test_the_probe_prints_the_launch_configuration(probe_obj, tmp_path):
     compile_version(NVCC, PROBE_KERNEL, "sm_90", tmp_path)
-    launch = probe_launch(NVCC, probe_obj, tmp_path / "v99_sm_90.o", PROBE_KERNEL, Shape(2, 12, 513), H100)
+    launch, requirements = probe_launch(NVCC, probe_obj, tmp_path / "v99_sm_90.o", PROBE_KERNEL,
+                                        Shape(2, 12, 513), H100)
     assert launch == LaunchConfig(grid=(24, 9, 1), block=(16, 32, 1), smem_bytes=3 * 64 * 64 * 4)
     assert launch.threads == 512
+    assert requirements == KernelRequirements(strided_inputs=False, alignment_bytes=4)
 
 
 @needs_nvcc
@@ -47,6 +51,7 @@ def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tm
     """The first and the last version (CI's compile check covers them all)."""
     report = check_version(NVCC, version, ["sm_90", "sm_75"], probe_obj, tmp_path)
     assert isinstance(report.launch, LaunchConfig), report.launch
+    assert report.disagreement is None, report.disagreement
     assert report.launch.smem_bytes > 0 and 0 < report.launch.threads <= 1024, report.launch
     for arch, resources in report.resources.items():
         if skip_reason(version, arch):  # an arch older than the version needs: skipped, with why
@@ -55,6 +60,17 @@ def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tm
         assert not isinstance(resources, str), resources
         # One block's registers must fit the 64K-register file, or it could never launch.
         assert 0 < resources.registers * report.launch.threads <= 65536, (arch, resources)
+
+
+@needs_nvcc
+def test_a_registry_row_that_disagrees_with_its_kernel_file_is_named(probe_obj, tmp_path):
+    """The fixture kernel's requirements() says contiguous inputs, 4-byte alignment."""
+    agrees = check_version(NVCC, PROBE_KERNEL, ["sm_90"], probe_obj, tmp_path)
+    assert agrees.requirements == KernelRequirements(False, 4) and agrees.disagreement is None
+    wrong = dataclasses.replace(PROBE_KERNEL, strided_inputs=True, alignment_bytes=16)
+    report = check_version(NVCC, wrong, ["sm_90"], probe_obj, tmp_path)
+    assert report.disagreement == ("v99: its registry row says strided_inputs=True, alignment_bytes=16, but its "
+                                   "kernel file's requirements() says strided_inputs=False, alignment_bytes=4")
 
 
 @needs_nvcc

@@ -2,8 +2,10 @@
 //
 // Linked with one version's attention.cu by `python -m harness compile-check`; it calls
 // causal_attention::launch_config (pure host arithmetic) for contiguous (B, T, C) inputs
-// and the device limits given on the command line, and prints one line:
+// and the device limits given on the command line, and causal_attention::requirements,
+// and prints two lines:
 //   grid X Y Z block X Y Z smem BYTES
+//   strided_inputs 0|1 alignment_bytes N
 #include "attention_launch.h"
 
 #include <cstdio>
@@ -32,5 +34,7 @@ int main(int argc, char** argv) {
   const causal_attention::LaunchConfig config = causal_attention::launch_config(args, limits);
   std::printf("grid %u %u %u block %u %u %u smem %zu\n", config.grid.x, config.grid.y, config.grid.z,
               config.block.x, config.block.y, config.block.z, config.smem_bytes);
+  const causal_attention::Requirements req = causal_attention::requirements();
+  std::printf("strided_inputs %d alignment_bytes %d\n", req.strided_inputs ? 1 : 0, req.alignment_bytes);
   return 0;
 }
