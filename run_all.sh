@@ -109,7 +109,8 @@ export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
-stage_names=() stage_seconds=() sweep_start=$SECONDS
+stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS
+run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 print_times() {
   [[ ${#stage_names[@]} -gt 0 ]] || return 0
   printf '\n== stage times\n'
@@ -122,7 +123,7 @@ stage() {  # stage NAME COMMAND...: run, time and record it
   shift
   printf '\n== %s\n' "$name"
   "$@" || status=$?
-  stage_names+=("$name") stage_seconds+=($((SECONDS - start)))
+  stage_names+=("$name") stage_seconds+=($((SECONDS - start))) stage_status+=("$status")
   return $status
 }
 
@@ -141,6 +142,11 @@ if [[ $plots_only -eq 0 ]]; then
     "${results[@]}"
   stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" "${quick[@]}" "${fresh[@]}" \
     "${results[@]}" "${model[@]}"
+  # The GPU stages' wall times, stored beside the results (the report shows them).
+  recorded=()
+  for i in "${!stage_names[@]}"; do recorded+=("${stage_names[$i]}:${stage_seconds[$i]}:${stage_status[$i]}"); done
+  "${harness[@]}" record-stages --run "$run_started" --mode "$([[ ${#quick[@]} -gt 0 ]] && echo quick || echo full)" \
+    --backends "$backends" "${results[@]}" "${recorded[@]}" || echo "run_all.sh: the stage times were not stored"
 fi
 stage plots "${harness[@]}" plot "${results[@]}" "${plots[@]}"
 stage report "${harness[@]}" report "${results[@]}" "${plots[@]}"

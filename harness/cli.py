@@ -38,11 +38,10 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _cuda() -> torch.device:
-    """The GPU the GPU steps run on; CommandError when there is none."""
+def _cuda(without_gpu: str = "./run_all.sh --plots-only works without one") -> torch.device:
+    """The GPU the GPU steps run on; CommandError (saying what works without one) when there is none."""
     if not torch.cuda.is_available():
-        raise CommandError("no CUDA device is available; this step needs a GPU "
-                           "(./run_all.sh --plots-only works without one)")
+        raise CommandError(f"no CUDA device is available; this step needs a GPU ({without_gpu})")
     return torch.device("cuda", torch.cuda.current_device())
 
 
@@ -156,6 +155,34 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stage(text: str) -> tuple[str, float, int]:
+    """'NAME:SECONDS:EXIT_STATUS' (the name may hold spaces) -> its parts."""
+    name, sep, rest = text.rpartition(":")
+    name, sep2, seconds = name.rpartition(":")
+    try:
+        if not (sep and sep2 and name):
+            raise ValueError
+        return name, float(seconds), int(rest)
+    except ValueError:
+        raise CommandError(f"cannot read the stage {text!r}: write NAME:SECONDS:EXIT_STATUS, "
+                           "e.g. 'kernel benchmark:62:0'") from None
+
+
+def cmd_record_stages(args: argparse.Namespace) -> int:
+    from backends.environment import collect
+    from harness.results import STAGES, StageRow
+
+    stages = [_stage(text) for text in args.stages]
+    device = _cuda("the stage times are stored with the GPU's provenance")
+    provenance = collect(device)
+    path = STAGES.path(args.results_dir, provenance.slug)
+    for name, seconds, status in stages:
+        STAGES.append(path, StageRow(run=args.run, mode=args.mode, backends=args.backends, stage=name,
+                                     seconds=seconds, exit_status=status, provenance=provenance))
+    print(f"stage times in {_shown(path)}")
+    return 0
+
+
 def _load_results(args: argparse.Namespace) -> list:
     from harness.tables import load_all
 
@@ -256,6 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
                    help="write the tables to FILE instead of updating README.md and versions/*/README.md")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("record-stages", help="(run_all.sh) store one run's stage wall times in "
+                                             "<results-dir>/<gpu>/stages.csv (GPU)")
+    p.add_argument("stages", nargs="+", metavar="NAME:SECONDS:EXIT_STATUS", help="e.g. 'kernel benchmark:62:0'")
+    p.add_argument("--run", required=True, help="when the run started (UTC, ISO 8601): names the run")
+    p.add_argument("--mode", choices=("full", "quick"), required=True)
+    p.add_argument("--backends", required=True, help="the run's --backends selection")
+    results_dir(p)
+    p.set_defaults(func=cmd_record_stages)
 
     p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh; GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)

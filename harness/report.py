@@ -100,6 +100,27 @@ def kernel_table(r: GpuResults, shape: Shape) -> str:
                                     f"× {registry.KERNEL_REFERENCE}", "of fp32 peak"], body)
 
 
+def stages_table(r: GpuResults) -> str | None:
+    """Wall time of each ./run_all.sh run at the results' commit, stage by stage (None if
+    none was recorded). A sweep that was interrupted and resumed shows as several runs."""
+    if not r.stages:
+        return None
+    runs: dict[str, list] = {}
+    for row in r.stages:
+        runs.setdefault(row.run, []).append(row)
+    names = list(dict.fromkeys(row.stage for row in r.stages))  # in the order they ran
+    body = []
+    for run, rows in runs.items():
+        by_stage = {row.stage: row for row in rows}
+        failed = [row.stage for row in rows if row.exit_status != 0]
+        body.append([run.replace("T", " ").removesuffix("Z"), rows[0].mode, f"`{rows[0].backends}`",
+                     *(_num(by_stage[n].seconds if n in by_stage else None, "{:.0f}") for n in names),
+                     f"{sum(row.seconds for row in rows):.0f}", ", ".join(failed) or "–"])
+    intro = ("Sweep wall time, `./run_all.sh` (`stages.csv`): seconds per stage of each run at this commit, before "
+             "its plots and report (seconds, no GPU). A sweep that was interrupted and resumed shows as several runs.")
+    return intro + "\n\n" + _table(["run (UTC)", "mode", "backends", *names, "total", "stages that failed"], body)
+
+
 def _link(target: Path, readme: Path) -> str:
     return os.path.relpath(target, readme.parent).replace(os.sep, "/")
 
@@ -112,6 +133,9 @@ def gpu_section(r: GpuResults, plots_dir: Path, readme: Path, results_dir: Path)
     notes = r.notes()
     if notes:
         parts.append("Notes: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(notes.items())) + ".")
+    stages = stages_table(r)
+    if stages:
+        parts.append(stages)
     if r.problems:
         parts.append(f"Skipped {len(r.problems)} damaged rows: " + "; ".join(f"`{p}`" for p in r.problems) + ".")
     parts += [f"![{name}]({_link(plots_dir / r.slug / name, readme)})" for name in FIGURES

@@ -113,6 +113,19 @@ class E2ERow:
         return f"{self.n_layer} layers, {self.n_head} heads, width {self.n_embd}"
 
 
+@dataclass(frozen=True)
+class StageRow:
+    """One stage of one ./run_all.sh run: its wall time and exit status."""
+
+    run: str  # when the run started (UTC, ISO 8601): every stage of a run has the same
+    mode: str  # "full" or "quick"
+    backends: str  # the --backends selection: "all", "quick" or a list
+    stage: str  # "build", "correctness gate", "kernel benchmark", "end-to-end"
+    seconds: float
+    exit_status: int
+    provenance: Provenance
+
+
 R = TypeVar("R")
 
 
@@ -236,6 +249,7 @@ def _format(value: object) -> str:
 CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "B", "H", "T"))
 KERNELS = Table(KernelRow, "kernels.csv", ("backend", "B", "H", "T"))
 E2E = Table(E2ERow, "e2e.csv", ("backend", "tokens"))
+STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
 
 
 def read_reporting(table: Table[R], path: Path) -> list[R]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Iterable, TypeVar
 
 from backends import registry
-from harness.results import E2E, KERNELS, E2ERow, KernelRow, ResultsFileError, Table, gpu_slugs
+from harness.results import E2E, KERNELS, STAGES, E2ERow, KernelRow, ResultsFileError, StageRow, Table, gpu_slugs
 from harness.study import Shape
 
 R = TypeVar("R", KernelRow, E2ERow)
@@ -26,6 +26,10 @@ class GpuResults:
     e2e: list[E2ERow]  # measured rows, latest per (backend, tokens), in registry order
     not_measured: dict[str, str] = field(default_factory=dict)  # backend -> why (status rows)
     problems: list[str] = field(default_factory=list)  # damaged rows that were skipped
+    stages: list[StageRow] = field(default_factory=list)  # ./run_all.sh runs at the results' commits, by start
+
+    def commits(self) -> set[str]:
+        return {r.provenance.commit for r in [*self.kernels, *self.e2e]}
 
     @property
     def empty(self) -> bool:
@@ -61,7 +65,7 @@ class GpuResults:
         rows = [*self.kernels, *self.e2e]
         if not rows:
             return self.gpu
-        commits = ", ".join(sorted({r.provenance.commit for r in rows}))
+        commits = ", ".join(sorted(self.commits()))
         dates = sorted(r.provenance.date[:10] for r in rows)
         when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         last = max(rows, key=lambda r: r.provenance.date).provenance
@@ -96,8 +100,13 @@ def load(slug: str, results_dir: Path) -> GpuResults:
         reasons = not_measured.get(row.backend, "")
         if not row.measured and row.status not in reasons:
             not_measured[row.backend] = f"{reasons}; {row.status}" if reasons else row.status
-    return GpuResults(slug, gpus[0] if gpus else slug, [r for r in kernels if r.measured],
-                      [r for r in e2e if r.measured], not_measured, problems)
+    stages = STAGES.read(STAGES.path(results_dir, slug))
+    problems += stages.problems
+    results = GpuResults(slug, gpus[0] if gpus else slug, [r for r in kernels if r.measured],
+                         [r for r in e2e if r.measured], not_measured, problems)
+    results.stages = sorted((r for r in stages.rows if r.provenance.commit in results.commits()
+                             and r.provenance.gpu == results.gpu), key=lambda r: r.run)
+    return results
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:

@@ -228,3 +228,10 @@ def test_run_all_installs_nothing_outside_a_virtual_environment(tmp_path):
 def test_run_all_rejects_unknown_option():
     proc = run("bash", "run_all.sh", "--bogus")
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
+
+
+def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
+    common = ["record-stages", "--run", "2026-01-01T00:00:00Z", "--mode", "full", "--backends", "all"]
+    harness([*common, "build:41"], capsys, "cannot read the stage 'build:41'", "NAME:SECONDS:EXIT_STATUS")
+    harness([*common, "kernel benchmark:sixty:0"], capsys, "cannot read the stage 'kernel benchmark:sixty:0'")
+    harness([*common, "kernel benchmark:62:0"], capsys, "needs a GPU", "stored with the GPU's provenance")

@@ -53,6 +53,19 @@ def test_tables_come_from_the_csv():
     assert "GPT-2 (12 layers, 12 heads, width 768)" in section
 
 
+def test_sweep_wall_time_comes_from_stages_csv():
+    """Each run at the results' commit is a row, stage by stage; a run at another commit is
+    not shown, and a GPU without stages.csv has no such table."""
+    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
+    assert "| run (UTC) | mode | backends | build | correctness gate | kernel benchmark | end-to-end | total | " \
+           "stages that failed |" in section
+    assert "| 2026-01-01 00:00:00 | full | `all` | 41 | 65 | – | – | 106 | – |" in section
+    assert "| 2026-01-01 01:00:00 | full | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
+    assert "2026-01-02" not in section and "| 99 |" not in section
+    other = gpu_section(load("fixture-gpu-b-synthetic-numbers", RESULTS), Path("plots"), README, RESULTS)
+    assert "Sweep wall time" not in other
+
+
 def test_cross_gpu_table_has_a_column_per_gpu_and_measure():
     gpus = load_all(RESULTS)
     table = cross_gpu_table(gpus)
