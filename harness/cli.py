@@ -155,6 +155,75 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_try(args: argparse.Namespace) -> int:
+    from harness import try_variants, variants
+    from harness.compile_check import arch_capability
+    from harness.study import HEADLINE_SHAPES
+
+    if args.rounds < 1:
+        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    try:
+        specs = [variants.parse_spec(text) for text in args.variants]
+    except variants.VariantError as err:
+        raise CommandError(str(err)) from None
+    names = [spec.name for spec in specs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise CommandError(f"each variant needs its own name; repeated: {', '.join(repeated)}")
+    if args.compile_only:
+        try:
+            arch_capability(args.arch)
+        except ValueError as err:
+            raise CommandError(str(err)) from None
+    device = None if args.compile_only else _cuda("--compile-only works without one")
+    # The variants' own versions, unless --against names others; the kernel reference is always timed.
+    against = registry.select(args.against) if args.against else list({s.base.name: s.base for s in specs}.values())
+    against = [b for b in against if b.name != registry.KERNEL_REFERENCE]
+    try:
+        rows = [variants.materialize(spec) for spec in specs]
+    except variants.VariantError as err:
+        raise CommandError(str(err)) from None
+    log = try_variants.Log(args.log)
+    try:
+        if device is None:
+            versions = [b for b in against if isinstance(b, registry.CudaVersion)] + rows
+            return 0 if try_variants.compile_report(versions, args.arch, log) else 1
+        from harness.build import build_all
+
+        shapes = HEADLINE_SHAPES if args.shapes == "headline" else KERNEL_SHAPES
+        return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log, build=build_all)
+    except BuildSetupError as err:
+        raise CommandError(str(err)) from None
+    finally:
+        log.close()
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    from harness import variants
+    from harness.reference import random_qkv
+    from harness.study import GPT2_HEADS, Shape
+
+    if min(args.B, args.T, args.repeat) < 1:
+        raise CommandError("--B, --T and --repeat must be at least 1")
+    try:
+        backend = (variants.materialize(variants.parse_spec(args.backend)) if "=" in args.backend
+                   else registry.get(args.backend))
+    except variants.VariantError as err:
+        raise CommandError(str(err)) from None
+    device = _cuda("nothing to profile without one")
+    shape = Shape(args.B, GPT2_HEADS, args.T)
+    try:
+        fn = backend.attention(device)
+    except (registry.BackendUnavailableError, BuildSetupError) as err:
+        raise CommandError(str(err)) from None
+    q, k, v = random_qkv(shape, seed=shape.T, device=device)
+    for _ in range(args.repeat):
+        fn(q, k, v, shape.H)
+    torch.cuda.synchronize(device)
+    print(f"{backend.name}: {args.repeat} call(s) at {shape.describe()}")
+    return 0
+
+
 def _stage(text: str) -> tuple[str, float, int]:
     """'NAME:SECONDS:EXIT_STATUS' (the name may hold spaces) -> its parts."""
     name, sep, rest = text.rpartition(":")
@@ -283,6 +352,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
                    help="write the tables to FILE instead of updating README.md and versions/*/README.md")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("try", help="development: kernel variants (a version's kernel file with patches "
+                                   "applied) checked against float64 and timed beside registry backends; nothing "
+                                   "goes to results/ (GPU; --compile-only without one)",
+                       description="Development: each variant NAME=VERSION+PATCH[+PATCH...] is VERSION's "
+                                   "kernel file with the patches (as `git diff` writes them) applied in order, "
+                                   "built as its own extension (op torch.ops.flash_NAME.causal_attention). "
+                                   "Prints nvcc's resources, checks every variant and backend against float64, "
+                                   "then times them at the benchmark shapes with sdpa-efficient in the same "
+                                   "rounds. Nothing goes to results/.")
+    p.add_argument("variants", nargs="+", metavar="NAME=VERSION+PATCH",
+                   help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch")
+    p.add_argument("--against", default=None,
+                   help="backends to compare with, comma-separated (default: the variants' versions; "
+                        f"{registry.KERNEL_REFERENCE} is always timed)")
+    p.add_argument("--shapes", choices=("all", "headline"), default="all",
+                   help="all: the kernel benchmark's shapes (default); headline: B=1 T=512 and B=8 T=4096")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="timing rounds, the order of the backends alternating (default: 2)")
+    p.add_argument("--log", type=Path, default=None, metavar="FILE",
+                   help="also append everything printed to FILE")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only nvcc's registers, shared memory and spills (no GPU needed)")
+    p.add_argument("--arch", default="sm_90", help="with --compile-only: the architecture (default: sm_90)")
+    p.set_defaults(func=cmd_try)
+
+    p = sub.add_parser("call", help="call one backend's op a few times at one shape, nothing else: a target "
+                                    "for ncu or compute-sanitizer (GPU)")
+    p.add_argument("backend", metavar="BACKEND", help="a registry backend, or a variant NAME=VERSION+PATCH[+PATCH...]")
+    p.add_argument("--B", type=int, default=8, help="batch (default: 8)")
+    p.add_argument("--T", type=int, default=4096, help="sequence length (default: 4096); 12 heads of 64")
+    p.add_argument("--repeat", type=int, default=3, help="calls (default: 3; the first loads the module)")
+    p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("record-stages", help="(run_all.sh) store one run's stage wall times in "
                                              "<results-dir>/<gpu>/stages.csv (GPU)")

@@ -36,6 +36,15 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_h
     return (weights @ vh).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
 
 
+def reference_attention_by_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                num_heads: int) -> torch.Tensor:
+    """reference_attention one head at a time: at T = 16385 one head's float64 scores take
+    2 GB, all twelve at once 26 GB. Returns (B, T, C) float64."""
+    d = q.shape[-1] // num_heads
+    return torch.cat([reference_attention(*(t[..., h * d:(h + 1) * d] for t in (q, k, v)), 1)
+                      for h in range(num_heads)], dim=-1)  # (B, T, C)
+
+
 def max_abs_score(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> float:
     """The largest |q.k| / sqrt(d) over unmasked pairs (to show scaled inputs reach it)."""
     B, T, C = q.shape

@@ -1,0 +1,189 @@
+"""`python -m harness try`: kernel variants checked and timed beside registry backends.
+
+Development, not the study: nothing goes to results/. One process does, for the variants
+(harness/variants.py) and the backends they are compared against:
+  1. nvcc's resources for the GPU's architecture (registers, shared memory, spills);
+  2. a float64 check of each at awkward shapes, scores up to about +-50, packed qkv views,
+     T = 4097 and 16385, and bitwise determinism; one that fails is not timed;
+  3. device time at the benchmark shapes (harness/device_timing.py), in `rounds` rounds
+     of alternating order, with sdpa-efficient timed in the same rounds: median over the
+     rounds and the ratio to sdpa-efficient.
+Everything printed also goes to the log file when one is given (for
+results/<gpu>/experiments/).
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
+
+import torch
+
+from backends import registry
+from backends.environment import collect
+from backends.extension import find_nvcc
+from backends.registry import Backend, CudaVersion
+from gpt2.model import AttentionFn
+from harness.compile_check import check_version, format_resources
+from harness.device_timing import DeviceTimer, measure_fp32_peak
+from harness.reference import compare, random_qkv, reference_attention, reference_attention_by_head
+from harness.study import Shape
+
+# Partial tiles of every tile size in use (32, 48, 64), T = 1 and 2, B > 1, GPT-2 medium's width.
+CHECK_SHAPES = (Shape(1, 12, 1), Shape(1, 12, 2), Shape(3, 12, 33), Shape(2, 16, 63), Shape(2, 12, 64),
+                Shape(2, 12, 65), Shape(1, 12, 127), Shape(3, 16, 129), Shape(2, 12, 191), Shape(1, 12, 513),
+                Shape(2, 12, 1000), Shape(1, 12, 2048))
+SCORE_SCALES = (1.0, 12.5)  # standard deviation of the scores; 12.5 reaches about +-50
+PACKED_SHAPE = Shape(2, 12, 300)  # q, k, v as views of one (B, T, 3C) projection
+LONG_SHAPES = (Shape(2, 12, 4097), Shape(1, 12, 16385))  # long rows, the contract's T >= 16384
+
+
+class Log:
+    """Prints, and appends to a file when one is given."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._file: TextIO | None = path.open("a") if path else None
+
+    def __call__(self, line: str = "") -> None:
+        print(line, flush=True)
+        if self._file:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    H: int
+    qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    reference: torch.Tensor  # float64 (B, T, C)
+    repeat: bool  # call twice and require bitwise equal outputs
+
+
+def check_cases(device: torch.device) -> list[Case]:
+    cases = []
+    for i, shape in enumerate(CHECK_SHAPES):
+        for scale in SCORE_SCALES:
+            q, k, v = random_qkv(shape, seed=1000 + i, device=device, score_scale=scale)
+            cases.append(Case(f"{shape.describe()}, score std {scale:g}", shape.H, (q, k, v),
+                              reference_attention(q, k, v, shape.H), repeat=False))
+    generator = torch.Generator(device=device).manual_seed(7)
+    qkv = torch.randn(PACKED_SHAPE.B, PACKED_SHAPE.T, 3 * PACKED_SHAPE.C, device=device, generator=generator)
+    q, k, v = qkv.split(PACKED_SHAPE.C, dim=-1)  # (B, T, C) views with row stride 3C
+    cases.append(Case(f"{PACKED_SHAPE.describe()}, packed qkv views", PACKED_SHAPE.H, (q, k, v),
+                      reference_attention(q, k, v, PACKED_SHAPE.H), repeat=True))
+    for shape in LONG_SHAPES:
+        q, k, v = random_qkv(shape, seed=shape.T, device=device)
+        cases.append(Case(shape.describe(), shape.H, (q, k, v), reference_attention_by_head(q, k, v, shape.H),
+                          repeat=True))
+    return cases
+
+
+def check(name: str, fn: AttentionFn, cases: Sequence[Case], log: Log) -> bool:
+    """Every case against its reference; prints each failure, the worst errors and the repeats."""
+    ok, worst_rel, worst_abs = True, 0.0, 0.0
+    for case in cases:
+        q, k, v = case.qkv
+        out = fn(q, k, v, case.H)
+        result = compare(out, case.reference)
+        worst_rel, worst_abs = max(worst_rel, result.rel_err), max(worst_abs, result.max_abs_err)
+        if not result.ok:
+            ok = False
+            log(f"  FAILED {name} at {case.label}: {result.describe()}")
+        if case.repeat and not torch.equal(out, fn(q, k, v, case.H)):
+            ok = False
+            log(f"  FAILED {name} at {case.label}: two calls on the same inputs differ")
+    log(f"{name}: {'ok' if ok else 'FAILED'} ({len(cases)} cases; worst relative error {worst_rel:.2e}, "
+        f"worst absolute error {worst_abs:.2e})")
+    return ok
+
+
+def time_rounds(functions: dict[str, AttentionFn], shapes: Sequence[Shape], rounds: int,
+                device: torch.device, log: Log) -> dict[tuple[str, Shape], list[float]]:
+    """Device time (us) per backend and shape, one value per round; the order of the
+    backends alternates between rounds so that none always runs first."""
+    timer = DeviceTimer(device)
+    times: dict[tuple[str, Shape], list[float]] = {}
+    names = list(functions)
+    for round_index in range(rounds):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for shape in shapes:
+            q, k, v = random_qkv(shape, seed=shape.T, device=device)
+            cells = []
+            for name in order:
+                fn = functions[name]
+                timing = timer.time(lambda: fn(q, k, v, shape.H))
+                us = timing.us_device_median if timing.us_device_median is not None else timing.us_call_median
+                times.setdefault((name, shape), []).append(us)
+                cells.append(f"{name} {us:.1f}")
+            log(f"round {round_index + 1}, {shape.label()}: " + ", ".join(cells))
+    return times
+
+
+def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str], shapes: Sequence[Shape]) -> str:
+    """Median device time over the rounds, µs, and the ratio to the kernel reference."""
+    width = max(16, *(len(n) + 2 for n in names))
+    lines = [f"{'shape':>12}" + "".join(f"{n:>{width}}" for n in names)]
+    for shape in shapes:
+        reference = statistics.median(times[(registry.KERNEL_REFERENCE, shape)])
+        cells = [statistics.median(times[(n, shape)]) for n in names]
+        lines.append(f"{shape.label():>12}" + "".join(f"{f'{t:.1f} ({t / reference:.2f})':>{width}}" for t in cells))
+    return "\n".join(lines)
+
+
+def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool:
+    """nvcc's resources for `arch`; False if one does not compile."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        log("compile report skipped: nvcc not found")
+        return True
+    ok = True
+    log(f"{'name':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} {'spills (st/ld)':>15s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in versions:
+            report = check_version(nvcc, version, [arch], None, Path(tmp))
+            resources = report.resources[arch]
+            log(format_resources(version.name, arch, resources))
+            ok &= not (isinstance(resources, str) and not resources.startswith("skipped"))
+    return ok
+
+
+def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Sequence[Shape], *, rounds: int,
+        device: torch.device, log: Log, build: Callable[[Sequence[Backend]], list]) -> int:
+    """Compile report, build, check, time. Exit status 1 if anything failed to build or check."""
+    provenance = collect(device)
+    log(f"# python -m harness try, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    log(f"# {provenance.gpu}, driver {provenance.driver}, CUDA {provenance.cuda}, torch {provenance.torch}, "
+        f"commit {provenance.commit}")
+    for variant in variants:
+        log(f"# {variant.name} = {variant.description}")
+    major, minor = torch.cuda.get_device_capability(device)
+    versions = [b for b in against if isinstance(b, CudaVersion)] + list(variants)
+    status = 0 if compile_report(versions, f"sm_{major}{minor}", log) else 1
+    results = build(versions)
+    failed_builds = {r.name for r in results if not r.ok}
+    status |= bool(failed_builds)
+    backends = [b for b in [registry.get(registry.KERNEL_REFERENCE), *against, *variants]
+                if b.name not in failed_builds]
+    functions = {b.name: b.attention(device) for b in backends}
+    cases = check_cases(device)
+    failed = [name for name, fn in functions.items() if not check(name, fn, cases, log)]
+    del cases
+    torch.cuda.empty_cache()
+    for name in failed:
+        if name == registry.KERNEL_REFERENCE:  # PyTorch's kernel: what the others are compared with
+            log(f"{name} missed the tolerance above; it is timed all the same, as the reference of the ratios")
+        else:
+            del functions[name]
+    log(f"float32 FMA peak (8192^3 matmul, TF32 off; also warms the clocks): {measure_fp32_peak(device):.1f} TFLOP/s")
+    times = time_rounds(functions, shapes, rounds, device, log)
+    log(f"\ndevice time, µs: median of {rounds} round(s) (ratio to {registry.KERNEL_REFERENCE} of the same rounds)")
+    log(time_table(times, list(functions), shapes))
+    return 1 if status or any(name != registry.KERNEL_REFERENCE for name in failed) else 0

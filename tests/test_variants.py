@@ -1,0 +1,161 @@
+"""Kernel variants (harness/variants.py) and `python -m harness try` / `call` without a GPU:
+specs refused with the rule, patches applied in order, every chain in experiments/ still
+applying to its version, and a variant's compile report from nvcc alone."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from backends import registry
+from backends.extension import find_nvcc
+from backends.registry import PROJECT_ROOT
+from harness import cli as harness_cli
+from harness import variants
+from harness.reference import compare, random_qkv, reference_attention
+from harness.study import Shape
+from harness.try_variants import Case, Log, check, time_table
+from harness.variants import VariantError, materialize, parse_spec, patched_source
+
+EXPERIMENTS = PROJECT_ROOT / "experiments"
+K_FLOAT2 = "experiments/v16_1_k_float2.patch"
+PIPELINE = "experiments/v16_2_pipeline.patch"
+V17_PIPELINE = "experiments/v17_1_pipeline.patch"
+
+
+def chains() -> dict[str, list[Path]]:
+    """experiments/vNN_<k>_<what>.patch grouped by version, in file-name order."""
+    grouped: dict[str, list[Path]] = {}
+    for patch in sorted(EXPERIMENTS.glob("*.patch")):
+        match = re.match(r"^(v\d\d)_\d+_", patch.name)
+        assert match, f"{patch.name}: experiments/ names patches vNN_<position>_<what>.patch"
+        grouped.setdefault(match[1], []).append(patch)
+    return grouped
+
+
+@pytest.mark.parametrize("version", sorted(chains()))
+def test_every_chain_of_patches_applies_to_its_version(version):
+    patches = chains()[version]
+    spec = parse_spec(f"x={version}+" + "+".join(str(p) for p in patches))
+    source = patched_source(spec)
+    assert source != (spec.base.source_dir / "attention.cu").read_text(), "the patches change nothing"
+
+
+def test_a_chain_applies_in_order_and_reports_the_patch_that_does_not():
+    both = patched_source(parse_spec(f"x=v16+{K_FLOAT2}+{PIPELINE}", cwd=PROJECT_ROOT))
+    assert "kPitchK" in both and "s_next" in both  # the first patch's padding, the second's pipeline
+    with pytest.raises(VariantError, match=r"x: v16_2_pipeline.patch does not apply to "
+                                           r"versions/v16_tf32x3_mma/attention.cu"):
+        patched_source(parse_spec(f"x=v16+{PIPELINE}", cwd=PROJECT_ROOT))  # needs the first patch under it
+    with pytest.raises(VariantError, match="v17_1_pipeline.patch does not apply"):
+        patched_source(parse_spec(f"x=v16+{V17_PIPELINE}", cwd=PROJECT_ROOT))  # another version's file
+
+
+@pytest.mark.parametrize("text,message", [
+    ("v16p", "write a variant as NAME=VERSION+PATCH"),
+    ("V16=v16+" + K_FLOAT2, "lowercase letters, digits and _"),
+    ("v16=v16+" + K_FLOAT2, "'v16' is a backend of the registry"),
+    ("x=v99+" + K_FLOAT2, "unknown backend 'v99'"),
+    ("x=naive+" + K_FLOAT2, "naive is a baseline"),
+    ("x=v16", "name one or more patches"),
+    ("x=v16+", "name one or more patches"),
+    ("x=v16+no_such.patch", "no patch file 'no_such.patch'"),
+])
+def test_bad_specs_are_refused_with_the_rule(text, message):
+    with pytest.raises(VariantError, match=re.escape(message)):
+        parse_spec(text, cwd=PROJECT_ROOT)
+
+
+def test_a_variant_is_its_version_under_its_own_name(tmp_path):
+    row = materialize(parse_spec(f"v16k=v16+{K_FLOAT2}", cwd=PROJECT_ROOT), tmp_path)
+    base = registry.get("v16")
+    assert (row.name, row.namespace) == ("v16k", "flash_v16k")
+    assert row.source_dir == tmp_path / "v16k"
+    assert (row.build_flags, row.strided_inputs, row.min_compute_capability) == \
+        (base.build_flags, base.strided_inputs, base.min_compute_capability)
+    kernel = row.source_dir / "attention.cu"
+    written = kernel.stat().st_mtime_ns
+    materialize(parse_spec(f"v16k=v16+{K_FLOAT2}", cwd=PROJECT_ROOT), tmp_path)
+    assert kernel.stat().st_mtime_ns == written, "an unchanged variant was rewritten (it would rebuild)"
+
+
+def small_case(repeat: bool) -> Case:
+    shape = Shape(2, 2, 33)
+    q, k, v = random_qkv(shape, seed=33, device="cpu")
+    return Case("B=2, T=33", shape.H, (q, k, v), reference_attention(q, k, v, shape.H), repeat)
+
+
+def test_check_passes_a_correct_op_and_names_a_wrong_or_nondeterministic_one(tmp_path, capsys):
+    log_path = tmp_path / "log"
+    log = Log(log_path)
+    cases = [small_case(repeat=False), small_case(repeat=True)]
+    correct = registry.get("naive").attention("cpu")
+    assert check("naive", correct, cases, log)
+    assert not check("wrong", lambda q, k, v, H: v.clone(), cases, log)
+    noisy = lambda q, k, v, H: correct(q, k, v, H) + 1e-9 * torch.randn_like(q)  # noqa: E731
+    assert not check("noisy", noisy, cases, log)
+    log.close()
+    out = capsys.readouterr().out
+    assert "naive: ok (2 cases" in out
+    assert "FAILED wrong at B=2, T=33: rel err" in out and "wrong: FAILED" in out
+    assert "FAILED noisy at B=2, T=33: two calls on the same inputs differ" in out
+    assert log_path.read_text() == out
+
+
+def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference():
+    shape = Shape(1, 12, 512)
+    times = {(registry.KERNEL_REFERENCE, shape): [60.0, 62.0, 61.0], ("v16p", shape): [20.0, 40.0, 30.0]}
+    table = time_table(times, [registry.KERNEL_REFERENCE, "v16p"], [shape])
+    assert table.splitlines()[1].split() == ["B=1", "T=512", "61.0", "(1.00)", "30.0", "(0.49)"]
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def refused(argv: list[str], capsys, *fragments: str) -> None:
+    assert harness_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+
+
+def test_try_and_call_refuse_without_a_gpu_saying_what_works(no_gpu, capsys, monkeypatch):
+    monkeypatch.chdir(PROJECT_ROOT)
+    refused(["try", f"a=v16+{K_FLOAT2}"], capsys, "needs a GPU", "--compile-only works without one")
+    refused(["try", f"a=v16+{K_FLOAT2}", f"a=v16+{K_FLOAT2}"], capsys, "repeated: a")
+    refused(["try", "--rounds", "0", f"a=v16+{K_FLOAT2}"], capsys, "--rounds must be at least 1")
+    refused(["try", "--compile-only", "--arch", "sm9", f"a=v16+{K_FLOAT2}"], capsys, "cannot read the architecture")
+    refused(["call", "v16"], capsys, "needs a GPU")
+    refused(["call", "v16", "--T", "0"], capsys, "must be at least 1")
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
+def test_try_compile_only_reports_the_variant_and_its_version(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(PROJECT_ROOT)
+    monkeypatch.setattr(variants, "VARIANTS_DIR", tmp_path)
+    log = tmp_path / "try.log"
+    assert harness_cli.main(["try", "--compile-only", "--log", str(log), f"v16k=v16+{K_FLOAT2}"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert set(rows) == {"v16", "v16k"}, out
+    assert all(row[1] == "sm_90" and int(row[2]) > 0 and row[5] == "0/0" for row in rows.values()), out
+    assert log.read_text() == out  # everything printed is in the log
+
+
+@pytest.mark.gpu
+def test_a_variant_builds_as_its_own_op_and_matches_float64(tmp_path):
+    row = materialize(parse_spec(f"v16k=v16+{K_FLOAT2}", cwd=PROJECT_ROOT), tmp_path)
+    reason = row.why_unavailable(registry.Target.of("cuda"))
+    if reason:
+        pytest.skip(reason)
+    fn = row.attention("cuda")
+    shape = Shape(2, 12, 129)
+    q, k, v = random_qkv(shape, seed=129, device="cuda")
+    result = compare(fn(q, k, v, shape.H), reference_attention(q, k, v, shape.H))
+    assert result.ok, result.describe()
+    assert hasattr(torch.ops.flash_v16k, "causal_attention")
