@@ -188,10 +188,8 @@ def cmd_try(args: argparse.Namespace) -> int:
         if device is None:
             versions = [b for b in against if isinstance(b, registry.CudaVersion)] + rows
             return 0 if try_variants.compile_report(versions, args.arch, log) else 1
-        from harness.build import build_all
-
         shapes = HEADLINE_SHAPES if args.shapes == "headline" else KERNEL_SHAPES
-        return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log, build=build_all)
+        return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log)
     except BuildSetupError as err:
         raise CommandError(str(err)) from None
     finally:

@@ -200,6 +200,22 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_
     return VersionReport(version, resources, launch, launch_failed, requirements)
 
 
+def compile_failed(r: KernelResources | str) -> bool:
+    """An architecture whose compilation failed (a skip for an older GPU is not a failure)."""
+    return isinstance(r, str) and not r.startswith("skipped")
+
+
+def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[str], probe_obj: Path | None,
+                   out_dir: Path, jobs: int | None = None) -> list[VersionReport]:
+    """check_version for each version, `jobs` nvcc processes at once (default: cores)."""
+    with futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+        return list(pool.map(lambda v: check_version(nvcc, v, archs, probe_obj, out_dir), versions))
+
+
+RESOURCES_HEADER = (f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} "
+                    f"{'spills (st/ld)':>15s}")
+
+
 def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
     if isinstance(r, str):
         return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
@@ -235,14 +251,13 @@ def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, 
         except CompileError as err:
             print(f"the launch probe does not compile, so no launch configurations: {err}")
             probe_obj = None
-        with futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
-            reports = list(pool.map(lambda v: check_version(nvcc, v, archs, probe_obj, out_dir), versions))
-    print(f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} {'spills (st/ld)':>15s}")
+        reports = check_versions(nvcc, versions, archs, probe_obj, out_dir, jobs)
+    print(RESOURCES_HEADER)
     failures = 0
     for report in reports:
         for arch, r in report.resources.items():
             print(format_resources(report.version.name, arch, r))
-            failures += isinstance(r, str) and not r.startswith("skipped")
+            failures += compile_failed(r)
     limits = PROBE_LIMITS
     print(f"\nlaunch configuration at {PROBE_SHAPE.describe()}, contiguous q, k, v, on an {limits.name} "
           f"({limits.smem_per_block} B shared memory per block by default, {limits.smem_per_block_optin} B "

@@ -28,9 +28,6 @@ class GpuResults:
     problems: list[str] = field(default_factory=list)  # damaged rows that were skipped
     stages: list[StageRow] = field(default_factory=list)  # ./run_all.sh runs at the results' commits, by start
 
-    def commits(self) -> set[str]:
-        return {r.provenance.commit for r in [*self.kernels, *self.e2e]}
-
     @property
     def empty(self) -> bool:
         return not self.kernels and not self.e2e
@@ -65,7 +62,7 @@ class GpuResults:
         rows = [*self.kernels, *self.e2e]
         if not rows:
             return self.gpu
-        commits = ", ".join(sorted(self.commits()))
+        commits = ", ".join(sorted({r.provenance.commit for r in rows}))
         dates = sorted(r.provenance.date[:10] for r in rows)
         when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         last = max(rows, key=lambda r: r.provenance.date).provenance
@@ -100,13 +97,14 @@ def load(slug: str, results_dir: Path) -> GpuResults:
         reasons = not_measured.get(row.backend, "")
         if not row.measured and row.status not in reasons:
             not_measured[row.backend] = f"{reasons}; {row.status}" if reasons else row.status
+    gpu = gpus[0] if gpus else slug
+    commits = {r.provenance.commit for r in [*kernels, *e2e]}
     stages = STAGES.read(STAGES.path(results_dir, slug))
     problems += stages.problems
-    results = GpuResults(slug, gpus[0] if gpus else slug, [r for r in kernels if r.measured],
-                         [r for r in e2e if r.measured], not_measured, problems)
-    results.stages = sorted((r for r in stages.rows if r.provenance.commit in results.commits()
-                             and r.provenance.gpu == results.gpu), key=lambda r: r.run)
-    return results
+    runs = sorted((r for r in stages.rows if r.provenance.commit in commits and r.provenance.gpu == gpu),
+                  key=lambda r: r.run)
+    return GpuResults(slug, gpu, [r for r in kernels if r.measured], [r for r in e2e if r.measured], not_measured,
+                      problems, runs)
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import Sequence, TextIO
 
 import torch
 
@@ -27,7 +27,8 @@ from backends.environment import collect
 from backends.extension import find_nvcc
 from backends.registry import Backend, CudaVersion
 from gpt2.model import AttentionFn
-from harness.compile_check import check_version, format_resources
+from harness.compile_check import RESOURCES_HEADER, check_versions, compile_failed, format_resources
+from harness.build import build_all
 from harness.device_timing import DeviceTimer, measure_fp32_peak
 from harness.reference import compare, random_qkv, reference_attention, reference_attention_by_head
 from harness.study import Shape
@@ -139,24 +140,21 @@ def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str]
 
 
 def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool:
-    """nvcc's resources for `arch`; False if one does not compile."""
+    """nvcc's resources for `arch` (the compile check's table); False if one does not compile."""
     nvcc = find_nvcc()
     if nvcc is None:
         log("compile report skipped: nvcc not found")
         return True
-    ok = True
-    log(f"{'name':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} {'spills (st/ld)':>15s}")
     with tempfile.TemporaryDirectory() as tmp:
-        for version in versions:
-            report = check_version(nvcc, version, [arch], None, Path(tmp))
-            resources = report.resources[arch]
-            log(format_resources(version.name, arch, resources))
-            ok &= not (isinstance(resources, str) and not resources.startswith("skipped"))
-    return ok
+        reports = check_versions(nvcc, versions, [arch], None, Path(tmp))
+    log(RESOURCES_HEADER)
+    for report in reports:
+        log(format_resources(report.version.name, arch, report.resources[arch]))
+    return not any(compile_failed(report.resources[arch]) for report in reports)
 
 
 def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Sequence[Shape], *, rounds: int,
-        device: torch.device, log: Log, build: Callable[[Sequence[Backend]], list]) -> int:
+        device: torch.device, log: Log) -> int:
     """Compile report, build, check, time. Exit status 1 if anything failed to build or check."""
     provenance = collect(device)
     log(f"# python -m harness try, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
@@ -167,7 +165,7 @@ def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Seq
     major, minor = torch.cuda.get_device_capability(device)
     versions = [b for b in against if isinstance(b, CudaVersion)] + list(variants)
     status = 0 if compile_report(versions, f"sm_{major}{minor}", log) else 1
-    results = build(versions)
+    results = build_all(versions)
     failed_builds = {r.name for r in results if not r.ok}
     status |= bool(failed_builds)
     backends = [b for b in [registry.get(registry.KERNEL_REFERENCE), *against, *variants]

@@ -235,3 +235,14 @@ def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
     harness([*common, "build:41"], capsys, "cannot read the stage 'build:41'", "NAME:SECONDS:EXIT_STATUS")
     harness([*common, "kernel benchmark:sixty:0"], capsys, "cannot read the stage 'kernel benchmark:sixty:0'")
     harness([*common, "kernel benchmark:62:0"], capsys, "needs a GPU", "stored with the GPU's provenance")
+
+
+def test_try_and_call_refuse_without_a_gpu_saying_what_works(capsys, monkeypatch):
+    monkeypatch.chdir(PROJECT_ROOT)
+    variant = "a=v16+experiments/v16_1_k_float2.patch"
+    harness(["try", variant], capsys, "needs a GPU", "--compile-only works without one")
+    harness(["try", variant, variant], capsys, "repeated: a")
+    harness(["try", "--rounds", "0", variant], capsys, "--rounds must be at least 1")
+    harness(["try", "--compile-only", "--arch", "sm9", variant], capsys, "cannot read the architecture")
+    harness(["call", "v16"], capsys, "needs a GPU")
+    harness(["call", "v16", "--T", "0"], capsys, "must be at least 1")

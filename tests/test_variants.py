@@ -1,6 +1,7 @@
-"""Kernel variants (harness/variants.py) and `python -m harness try` / `call` without a GPU:
-specs refused with the rule, patches applied in order, every chain in experiments/ still
-applying to its version, and a variant's compile report from nvcc alone."""
+"""Kernel variants (harness/variants.py) and `python -m harness try` without a GPU: specs
+refused with the rule, patches applied in order, every chain in experiments/ still applying
+to its version, a variant's compile report from nvcc alone, the check and the timing table
+on stand-ins. (The CLI's refusals without a GPU are in test_cli.py.)"""
 from __future__ import annotations
 
 import re
@@ -109,29 +110,6 @@ def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference(
     times = {(registry.KERNEL_REFERENCE, shape): [60.0, 62.0, 61.0], ("v16p", shape): [20.0, 40.0, 30.0]}
     table = time_table(times, [registry.KERNEL_REFERENCE, "v16p"], [shape])
     assert table.splitlines()[1].split() == ["B=1", "T=512", "61.0", "(1.00)", "30.0", "(0.49)"]
-
-
-@pytest.fixture
-def no_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-
-
-def refused(argv: list[str], capsys, *fragments: str) -> None:
-    assert harness_cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err, f"{fragment!r} not in {err!r}"
-
-
-def test_try_and_call_refuse_without_a_gpu_saying_what_works(no_gpu, capsys, monkeypatch):
-    monkeypatch.chdir(PROJECT_ROOT)
-    refused(["try", f"a=v16+{K_FLOAT2}"], capsys, "needs a GPU", "--compile-only works without one")
-    refused(["try", f"a=v16+{K_FLOAT2}", f"a=v16+{K_FLOAT2}"], capsys, "repeated: a")
-    refused(["try", "--rounds", "0", f"a=v16+{K_FLOAT2}"], capsys, "--rounds must be at least 1")
-    refused(["try", "--compile-only", "--arch", "sm9", f"a=v16+{K_FLOAT2}"], capsys, "cannot read the architecture")
-    refused(["call", "v16"], capsys, "needs a GPU")
-    refused(["call", "v16", "--T", "0"], capsys, "must be at least 1")
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
