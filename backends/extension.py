@@ -42,8 +42,13 @@ class Arch:
     arch_specific: bool = False
     ptx: bool = False
 
+    @property
+    def digits(self) -> str:
+        """'90', '90a', '75': the number nvcc's compute_/sm_ names take."""
+        return f"{self.capability[0]}{self.capability[1]}{'a' if self.arch_specific else ''}"
+
     def gencode_flags(self) -> list[str]:
-        digits = f"{self.capability[0]}{self.capability[1]}{'a' if self.arch_specific else ''}"
+        digits = self.digits
         flags = [f"-gencode=arch=compute_{digits},code=sm_{digits}"]
         if self.ptx:
             flags.append(f"-gencode=arch=compute_{digits},code=compute_{digits}")

@@ -116,7 +116,11 @@ def _run(cmd: list[str], what: str) -> str:
 def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) -> KernelResources:
     """Compile to out_dir/<name>_<arch>.o and parse ptxas's report."""
     obj = out_dir / f"{version.name}_{arch}.o"
-    output = _run([str(nvcc), f"-arch={arch}", "-c", str(version.source_dir / "attention.cu"), "-o", str(obj),
+    # -gencode rather than -arch: nvcc 13.0's -arch=sm_90a also runs a plain sm_90 pass,
+    # which rejects sm_90a-only instructions (wgmma).
+    digits = arch.removeprefix("sm_")  # "90", "90a"
+    output = _run([str(nvcc), f"-gencode=arch=compute_{digits},code=sm_{digits}", "-c",
+                   str(version.source_dir / "attention.cu"), "-o", str(obj),
                    f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags],
                   f"nvcc for {version.name} ({arch})")
     # Each kernel's own report follows its "Compiling entry function" line. A file may hold

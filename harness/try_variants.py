@@ -13,6 +13,7 @@ results/<gpu>/experiments/).
 """
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -24,7 +25,7 @@ import torch
 
 from backends import registry
 from backends.environment import collect
-from backends.extension import find_nvcc
+from backends.extension import ARCH_LIST_VARIABLE, Arch, find_nvcc, parse_arch_list
 from backends.registry import Backend, CudaVersion
 from gpt2.model import AttentionFn
 from harness.compile_check import RESOURCES_HEADER, check_versions, compile_failed, format_resources
@@ -139,6 +140,14 @@ def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str]
     return "\n".join(lines)
 
 
+def built_arch(capability: tuple[int, int]) -> str:
+    """The architecture the builds target on a GPU of this capability: TORCH_CUDA_ARCH_LIST's
+    entry for it if there is one (9.0a gives sm_90a, which wgmma needs), else sm_<major><minor>."""
+    listed = os.environ.get(ARCH_LIST_VARIABLE)
+    own = [arch for arch in (parse_arch_list(listed) if listed else []) if arch.capability == capability]
+    return f"sm_{(own[0] if own else Arch(capability)).digits}"
+
+
 def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool:
     """nvcc's resources for `arch` (the compile check's table); False if one does not compile."""
     nvcc = find_nvcc()
@@ -162,9 +171,8 @@ def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Seq
         f"commit {provenance.commit}")
     for variant in variants:
         log(f"# {variant.name} = {variant.description}")
-    major, minor = torch.cuda.get_device_capability(device)
     versions = [b for b in against if isinstance(b, CudaVersion)] + list(variants)
-    status = 0 if compile_report(versions, f"sm_{major}{minor}", log) else 1
+    status = 0 if compile_report(versions, built_arch(torch.cuda.get_device_capability(device)), log) else 1
     results = build_all(versions)
     failed_builds = {r.name for r in results if not r.ok}
     status |= bool(failed_builds)

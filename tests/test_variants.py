@@ -5,6 +5,7 @@ on stand-ins. (The CLI's refusals without a GPU are in test_cli.py.)"""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,28 +18,32 @@ from harness import cli as harness_cli
 from harness import variants
 from harness.reference import compare, random_qkv, reference_attention
 from harness.study import Shape
-from harness.try_variants import Case, Log, check, time_table
+from harness.try_variants import Case, Log, built_arch, check, time_table
 from harness.variants import VariantError, materialize, parse_spec, patched_source
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"
 K_FLOAT2 = "experiments/v16_1_k_float2.patch"
 PIPELINE = "experiments/v16_2_pipeline.patch"
 V17_PIPELINE = "experiments/v17_1_pipeline.patch"
+WGMMA = "experiments/v16w_1_wgmma.patch"
+WGMMA_PROBE = EXPERIMENTS / "wgmma_tf32_probe.cu"
 
 
 def chains() -> dict[str, list[Path]]:
-    """experiments/vNN_<k>_<what>.patch grouped by version, in file-name order."""
+    """experiments/vNN[tag]_<k>_<what>.patch grouped by chain (vNN and its tag: v16_1, v16_2 are
+    one chain, v16w_1 another on the same version), in file-name order."""
     grouped: dict[str, list[Path]] = {}
     for patch in sorted(EXPERIMENTS.glob("*.patch")):
-        match = re.match(r"^(v\d\d)_\d+_", patch.name)
-        assert match, f"{patch.name}: experiments/ names patches vNN_<position>_<what>.patch"
+        match = re.match(r"^(v\d\d[a-z]*)_\d+_", patch.name)
+        assert match, f"{patch.name}: experiments/ names patches vNN[tag]_<position>_<what>.patch"
         grouped.setdefault(match[1], []).append(patch)
     return grouped
 
 
-@pytest.mark.parametrize("version", sorted(chains()))
-def test_every_chain_of_patches_applies_to_its_version(version):
-    patches = chains()[version]
+@pytest.mark.parametrize("chain", sorted(chains()))
+def test_every_chain_of_patches_applies_to_its_version(chain):
+    patches = chains()[chain]
+    version = chain[:3]  # vNN
     spec = parse_spec(f"x={version}+" + "+".join(str(p) for p in patches))
     source = patched_source(spec)
     assert source != (spec.base.source_dir / "attention.cu").read_text(), "the patches change nothing"
@@ -125,6 +130,26 @@ def test_try_compile_only_reports_the_variant_and_its_version(capsys, monkeypatc
     assert log.read_text() == out  # everything printed is in the log
 
 
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
+def test_the_wgmma_candidate_compiles_for_sm_90a_without_spills(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(PROJECT_ROOT)
+    monkeypatch.setattr(variants, "VARIANTS_DIR", tmp_path)
+    assert harness_cli.main(["try", "--compile-only", "--arch", "sm_90a", f"v16w=v16+{WGMMA}"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["v16w"][1] == "sm_90a" and rows["v16w"][5] == "0/0", rows  # wgmma exists only in sm_90a
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_the_wgmma_probe_compiles_for_sm_90a_and_refuses_plain_sm_90(tmp_path):
+    nvcc = str(find_nvcc())
+    ok = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(tmp_path / "probe"),
+                         str(WGMMA_PROBE)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    plain = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90,code=sm_90", "-c", "-o",
+                            str(tmp_path / "plain.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
+    assert plain.returncode != 0 and "build for sm_90a" in plain.stderr, plain.stderr
+
+
 @pytest.mark.gpu
 def test_a_variant_builds_as_its_own_op_and_matches_float64(tmp_path):
     row = materialize(parse_spec(f"v16k=v16+{K_FLOAT2}", cwd=PROJECT_ROOT), tmp_path)
@@ -137,3 +162,17 @@ def test_a_variant_builds_as_its_own_op_and_matches_float64(tmp_path):
     result = compare(fn(q, k, v, shape.H), reference_attention(q, k, v, shape.H))
     assert result.ok, result.describe()
     assert hasattr(torch.ops.flash_v16k, "causal_attention")
+
+
+@pytest.mark.parametrize("listed,expected", [
+    (None, "sm_90"),            # nothing listed: the GPU's own architecture
+    ("9.0a", "sm_90a"),         # arch-specific (wgmma): the compile report must use it too
+    ("7.5;9.0+PTX", "sm_90"),
+    ("8.0", "sm_90"),           # no entry for this GPU: its own
+])
+def test_try_reports_resources_for_the_architecture_the_builds_target(monkeypatch, listed, expected):
+    if listed is None:
+        monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", listed)
+    assert built_arch((9, 0)) == expected
