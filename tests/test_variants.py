@@ -142,8 +142,8 @@ def test_the_wgmma_candidate_compiles_for_sm_90a_without_spills(capsys, monkeypa
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_the_wgmma_probe_compiles_for_sm_90a_and_refuses_plain_sm_90(tmp_path):
     nvcc = str(find_nvcc())
-    ok = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(tmp_path / "probe"),
-                         str(WGMMA_PROBE)], capture_output=True, text=True)
+    ok = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", "-o",
+                         str(tmp_path / "probe.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     plain = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90,code=sm_90", "-c", "-o",
                             str(tmp_path / "plain.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
