@@ -7,7 +7,9 @@ and its fake kernel.
 
 Target architectures: TORCH_CUDA_ARCH_LIST when it is set ("9.0", "7.5;9.0+PTX"), else
 the GPU that is present. We pass the -gencode flags ourselves, so torch's own arch
-detection (which fails without a GPU) never runs.
+detection (which fails without a GPU) never runs. A version whose row names an
+arch_specific capability is built for that capability's arch-specific target alone
+("9.0" builds it for sm_90a, the others for sm_90) and skips the other targets.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from backends.registry import PROJECT_ROOT, VERSIONS_DIR, Capability, CudaVersion, capability_text
+from backends.registry import PROJECT_ROOT, VERSIONS_DIR, Capability, CudaVersion, arch_digits, capability_text
 from gpt2.model import AttentionFn
 
 BUILD_ROOT = PROJECT_ROOT / "build"
@@ -45,7 +47,12 @@ class Arch:
     @property
     def digits(self) -> str:
         """'90', '90a', '75': the number nvcc's compute_/sm_ names take."""
-        return f"{self.capability[0]}{self.capability[1]}{'a' if self.arch_specific else ''}"
+        return arch_digits(self.capability, self.arch_specific)
+
+    @property
+    def sm_name(self) -> str:
+        """'sm_90', 'sm_90a': nvcc's name of the real architecture."""
+        return f"sm_{self.digits}"
 
     def gencode_flags(self) -> list[str]:
         digits = self.digits
@@ -84,15 +91,23 @@ def target_archs(arch_list: str | None) -> list[Arch]:
                           "Turing)")
 
 
+def arch_for(version: CudaVersion, arch: Arch) -> Arch:
+    """What `version` is built for where `arch` (a capability it runs on) is asked: `arch`
+    itself, or for a version built only for an arch-specific target, that target without
+    PTX (sm_90a's PTX would run on no other GPU either)."""
+    return Arch(arch.capability, arch_specific=True) if version.arch_specific else arch
+
+
 def archs_for(version: CudaVersion, archs: list[Arch]) -> tuple[list[Arch], str | None]:
-    """The architectures of `archs` this version can be built for, and why others are skipped."""
-    kept = [a for a in archs if a.capability >= version.min_compute_capability]
-    dropped = [a for a in archs if a not in kept]
+    """The architectures this version is built for when `archs` are asked (each once), and
+    why the others are skipped."""
+    mismatches = {a: version.capability_mismatch(a.capability) for a in archs}
+    kept = list(dict.fromkeys(arch_for(version, a) for a, mismatch in mismatches.items() if mismatch is None))
+    dropped = [a for a, mismatch in mismatches.items() if mismatch]
     if not dropped:
         return kept, None
-    needed = capability_text(version.min_compute_capability)
     names = ", ".join(capability_text(a.capability) for a in dropped)
-    return kept, f"needs compute capability {needed} ({version.capability_reason()}); not built for {names}"
+    return kept, f"{mismatches[dropped[0]]}; not built for {names}"
 
 
 def find_cuda_home() -> Path | None:
@@ -140,6 +155,8 @@ def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = F
 
     out_dir = build_dir(version)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # One folder serves every target: torch writes these flags into its build.ninja, and ninja
+    # rebuilds when a command changes (sm_90 to sm_90a, say); no stale library is loaded.
     arch_flags = [flag for arch in archs for flag in arch.gencode_flags()]
     cpp_extension.load(
         name=version.namespace,

@@ -40,6 +40,11 @@ def capability_text(capability: Capability) -> str:
     return f"{capability[0]}.{capability[1]}"
 
 
+def arch_digits(capability: Capability, arch_specific: bool = False) -> str:
+    """'90', or '90a' for the arch-specific target: the number nvcc's compute_/sm_ names take."""
+    return f"{capability[0]}{capability[1]}{'a' if arch_specific else ''}"
+
+
 @dataclass(frozen=True)
 class Target:
     """Where a backend would run: a device type and, for CUDA, its compute capability."""
@@ -87,18 +92,23 @@ class Backend:
                 if self.requires_cuda else None
         if target.capability is None:
             return "no CUDA device is available"
+        mismatch = self.capability_mismatch(target.capability)
+        return f"{mismatch}; this GPU is {capability_text(target.capability)}" if mismatch else None
+
+    def capability_mismatch(self, capability: Capability) -> str | None:
+        """None if a GPU of `capability` can run it, else what it needs, in a few words: 'needs
+        compute capability 8.0 (v15 cp_async)'. Builds and the compile check skip a target with it."""
         needed = self.min_compute_capability
-        if needed is not None and target.capability < needed:
-            return (f"needs compute capability {capability_text(needed)} ({self.capability_reason()}); "
-                    f"this GPU is {capability_text(target.capability)}")
-        return None
+        if needed is None or capability >= needed:
+            return None
+        return f"needs compute capability {capability_text(needed)} ({self.capability_reason()})"
 
     def capability_reason(self) -> str:
         """What the minimum compute capability is for, in a few words."""
         return self.name
 
     def runs_on(self) -> str:
-        """Where it can run, for listings: 'CPU or CUDA', 'CUDA', 'CUDA >= 8.0'."""
+        """Where it can run, for listings: 'CPU or CUDA', 'CUDA', 'CUDA >= 8.0', 'CUDA 9.0 only'."""
         if self.unsupported:
             return "–"
         if not self.requires_cuda:
@@ -158,6 +168,12 @@ class CudaVersion(Backend):
                      passes the views of its packed qkv projection without copying)
     alignment_bytes: q, k and v's data pointers and strides (in bytes) must be multiples of
                      it; 16 where the kernel loads 16-byte vectors, and the op refuses others
+    arch_specific:   a compute capability C when the kernel uses instructions that exist only
+                     in C's arch-specific target (wgmma: sm_90a for 9.0): the version is built
+                     for sm_<C>a alone, without PTX, and runs only on a GPU of capability C
+                     exactly, neither older nor newer; min_compute_capability is then C too.
+                     None: built for the portable sm_XY of each target from
+                     min_compute_capability up
 
     strided_inputs and alignment_bytes repeat what the kernel file's requirements() says
     (the glue enforces that); the compile check compares the two.
@@ -169,8 +185,15 @@ class CudaVersion(Backend):
     strided_inputs: bool = False
     alignment_bytes: int = 4  # one float
     min_compute_capability: Capability = OLDEST_CAPABILITY
+    arch_specific: Capability | None = None
 
     is_version: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.arch_specific is not None and self.min_compute_capability != self.arch_specific:
+            raise ValueError(f"{self.name}: built only for sm_{arch_digits(self.arch_specific, True)}, so its "
+                             f"min_compute_capability must be {capability_text(self.arch_specific)}, not "
+                             f"{capability_text(self.min_compute_capability)}")
 
     @property
     def namespace(self) -> str:
@@ -196,6 +219,20 @@ class CudaVersion(Backend):
     def capability_reason(self) -> str:
         return f"{self.name} {self.step}"
 
+    def capability_mismatch(self, capability: Capability) -> str | None:
+        needed = self.arch_specific
+        if needed is None:
+            return super().capability_mismatch(capability)
+        if capability == needed:
+            return None
+        return (f"needs compute capability {capability_text(needed)} exactly ({self.capability_reason()}: "
+                f"sm_{arch_digits(needed, True)} code runs on no other GPU)")
+
+    def runs_on(self) -> str:
+        if self.arch_specific is None:
+            return super().runs_on()
+        return f"CUDA {capability_text(self.arch_specific)} only"
+
     def _load(self, device: torch.device) -> AttentionFn:
         from backends.extension import load_op
 
@@ -211,11 +248,14 @@ class CudaVersion(Backend):
 
 def _version(number: int, short_name: str, description: str, *, build_flags: tuple[str, ...] = (),
              strided_inputs: bool = False, alignment_bytes: int = 4,
-             min_compute_capability: Capability = OLDEST_CAPABILITY) -> CudaVersion:
+             min_compute_capability: Capability | None = None,
+             arch_specific: Capability | None = None) -> CudaVersion:
+    """A version's row; min_compute_capability defaults to arch_specific if given, else the oldest."""
     name = f"v{number:02d}"
     return CudaVersion(name=name, description=description, number=number, folder=f"{name}_{short_name}",
                        build_flags=build_flags, strided_inputs=strided_inputs, alignment_bytes=alignment_bytes,
-                       min_compute_capability=min_compute_capability)
+                       min_compute_capability=min_compute_capability or arch_specific or OLDEST_CAPABILITY,
+                       arch_specific=arch_specific)
 
 
 _FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts float16/bfloat16 only)"

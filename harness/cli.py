@@ -190,7 +190,7 @@ def cmd_try(args: argparse.Namespace) -> int:
             return 0 if try_variants.compile_report(versions, args.arch, log) else 1
         shapes = HEADLINE_SHAPES if args.shapes == "headline" else KERNEL_SHAPES
         return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log)
-    except BuildSetupError as err:
+    except (registry.BackendUnavailableError, BuildSetupError) as err:
         raise CommandError(str(err)) from None
     finally:
         log.close()

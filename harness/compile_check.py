@@ -3,7 +3,9 @@ registers, shared memory, stack and spill bytes from ptxas, and the launch
 configuration its launcher chooses (grid, block, dynamic shared memory) at a stated
 shape on a stated GPU, printed by a small host probe linked with the kernel file. The
 probe also prints the kernel file's input requirements, which must agree with the
-version's registry row."""
+version's registry row. A version built only for an arch-specific target is compiled for
+it (sm_90a where sm_90 is asked) and skipped elsewhere, as the builds do; the tables name
+the architecture actually compiled."""
 from __future__ import annotations
 
 import concurrent.futures as futures
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from backends.extension import BASE_CUDA_FLAGS, COMMON_DIR, find_nvcc
+from backends.extension import BASE_CUDA_FLAGS, COMMON_DIR, Arch, arch_for, find_nvcc
 from backends.registry import Backend, Capability, CudaVersion, capability_text
 from harness.study import HEADLINE_SHAPES, Shape
 
@@ -40,7 +42,7 @@ PROBE_LIMITS = H100
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _STACK_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
+_ARCH = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _PROBE_OUTPUT = re.compile(r"grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) smem (\d+)")
 _PROBE_REQUIREMENTS = re.compile(r"strided_inputs ([01]) alignment_bytes (\d+)")
 
@@ -88,21 +90,30 @@ class CompileError(RuntimeError):
     """nvcc or the probe failed; the message holds their output."""
 
 
-def arch_capability(arch: str) -> Capability:
-    """'sm_90' -> (9, 0); 'sm_75' -> (7, 5)."""
+def parse_arch(arch: str) -> Arch:
+    """'sm_90' -> Arch((9, 0)); 'sm_90a' -> Arch((9, 0), arch_specific=True)."""
     match = _ARCH.match(arch)
     if not match:
         raise ValueError(f"cannot read the architecture {arch!r}; use names such as sm_90 or sm_75")
-    return int(match[1]), int(match[2])
+    return Arch((int(match[1]), int(match[2])), arch_specific=bool(match[3]))
+
+
+def arch_capability(arch: str) -> Capability:
+    """'sm_90' -> (9, 0); 'sm_75' -> (7, 5)."""
+    return parse_arch(arch).capability
 
 
 def skip_reason(version: CudaVersion, arch: str) -> str | None:
-    """Why `version` is not compiled for `arch` (it needs a newer GPU), or None."""
+    """Why `version` is not compiled for `arch` (a GPU of its capability cannot run it), or None."""
     capability = arch_capability(arch)
-    if capability >= version.min_compute_capability:
-        return None
-    return (f"needs compute capability {capability_text(version.min_compute_capability)} "
-            f"({version.capability_reason()}); {arch} is {capability_text(capability)}")
+    mismatch = version.capability_mismatch(capability)
+    return f"{mismatch}; {arch} is {capability_text(capability)}" if mismatch else None
+
+
+def compiled_arch(version: CudaVersion, arch: str) -> str:
+    """The architecture `version` is compiled for where `arch` is asked: `arch`, or sm_90a for
+    sm_90 when the version is built only for that arch-specific target."""
+    return arch_for(version, parse_arch(arch)).sm_name
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -185,19 +196,20 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_
     launch: LaunchConfig | str = "no architecture compiled"
     launch_failed = False
     requirements: KernelRequirements | None = None
-    for arch in archs:
+    for arch in archs:  # resources are keyed by the arch asked; KernelResources.arch is the one compiled
         reason = skip_reason(version, arch)
         if reason:
             resources[arch] = f"skipped: {reason}"
             continue
+        compiled = compiled_arch(version, arch)
         try:
-            resources[arch] = compile_version(nvcc, version, arch, out_dir)
+            resources[arch] = compile_version(nvcc, version, compiled, out_dir)
         except CompileError as err:
             resources[arch] = str(err)
             continue
         if isinstance(launch, str) and probe_obj is not None:  # the first compiled object runs the probe
             try:
-                launch, requirements = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{arch}.o",
+                launch, requirements = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{compiled}.o",
                                                     version)
             except CompileError as err:
                 launch, launch_failed = str(err), True
@@ -221,9 +233,11 @@ RESOURCES_HEADER = (f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem
 
 
 def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
+    """A row of the resources table: the architecture compiled (r.arch), or for a skip or an
+    error the one asked (`arch`)."""
     if isinstance(r, str):
         return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
-    return (f"{name:8s} {arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
+    return (f"{name:8s} {r.arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
             f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}")
 
 

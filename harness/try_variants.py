@@ -142,14 +142,17 @@ def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str]
 
 def built_arch(capability: tuple[int, int]) -> str:
     """The architecture the builds target on a GPU of this capability: TORCH_CUDA_ARCH_LIST's
-    entry for it if there is one (9.0a gives sm_90a, which wgmma needs), else sm_<major><minor>."""
+    entry for it if there is one (9.0a gives sm_90a, which wgmma needs), else sm_<major><minor>.
+    (A version built only for an arch-specific target is compiled for that one all the same:
+    the compile check maps sm_90 to sm_90a for it, as the builds do.)"""
     listed = os.environ.get(ARCH_LIST_VARIABLE)
     own = [arch for arch in (parse_arch_list(listed) if listed else []) if arch.capability == capability]
-    return f"sm_{(own[0] if own else Arch(capability)).digits}"
+    return (own[0] if own else Arch(capability)).sm_name
 
 
 def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool:
-    """nvcc's resources for `arch` (the compile check's table); False if one does not compile."""
+    """nvcc's resources for `arch` (the compile check's table, which names the architecture each
+    version is compiled for); False if one does not compile."""
     nvcc = find_nvcc()
     if nvcc is None:
         log("compile report skipped: nvcc not found")

@@ -5,8 +5,8 @@ against float64 and timed beside the version it changes (`python -m harness try`
 variant is written NAME=VERSION+PATCH[+PATCH...]: the patches (unified diffs of
 versions/<folder>/attention.cu, as `git diff` writes them) are applied in order with
 `git apply` to a copy of VERSION's file, kept in build/variants/NAME/. The variant keeps
-VERSION's registry row (build flags, input requirements, minimum compute capability)
-under its own name, so its op is torch.ops.flash_NAME.causal_attention.
+VERSION's registry row (build flags, input requirements, minimum compute capability,
+arch-specific target) under its own name, so its op is torch.ops.flash_NAME.causal_attention.
 """
 from __future__ import annotations
 

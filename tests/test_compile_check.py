@@ -14,10 +14,12 @@ from harness.compile_check import (
     H100,
     CompileError,
     KernelRequirements,
+    KernelResources,
     LaunchConfig,
     check_version,
     compile_probe,
     compile_version,
+    format_resources,
     probe_launch,
     skip_reason,
 )
@@ -96,3 +98,23 @@ def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probe
     version = CudaVersion(name="v97", description="no launch_config", number=97, folder=str(folder))
     report = check_version(NVCC, version, ["sm_90"], probe_obj, tmp_path)
     assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch
+
+
+@needs_nvcc
+def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhere(probe_obj, tmp_path):
+    """Asked for sm_90 and sm_75, a version built only for sm_90a is compiled for sm_90a (the
+    kernel file refuses any other device target) and skipped for sm_75."""
+    folder = tmp_path / "v99_sm90a_only"
+    folder.mkdir()
+    guard = ('#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n'
+             '#error "compiled for a target other than sm_90a"\n#endif\n')
+    (folder / "attention.cu").write_text(guard + (PROBE_KERNEL.source_dir / "attention.cu").read_text())
+    row = dataclasses.replace(PROBE_KERNEL, folder=str(folder), min_compute_capability=(9, 0), arch_specific=(9, 0))
+    report = check_version(NVCC, row, ["sm_90", "sm_75"], probe_obj, tmp_path)
+    compiled = report.resources["sm_90"]
+    assert isinstance(compiled, KernelResources) and compiled.arch == "sm_90a", compiled
+    assert format_resources("v99", "sm_90", compiled).split()[:2] == ["v99", "sm_90a"]
+    assert isinstance(report.launch, LaunchConfig), report.launch  # the probe linked the sm_90a object
+    skipped = report.resources["sm_75"]
+    assert isinstance(skipped, str) and skipped.startswith("skipped: needs compute capability 9.0 exactly (v99 ")
+    assert skipped.endswith(": sm_90a code runs on no other GPU); sm_75 is 7.5"), skipped

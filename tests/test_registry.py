@@ -8,13 +8,16 @@ from backends import registry
 from backends.extension import Arch, BuildSetupError, archs_for, parse_arch_list
 from backends.registry import _FAST_MATH, VERSIONS_DIR, Target, _version
 from harness import cli as harness_cli
-from harness.compile_check import skip_reason
+from harness.compile_check import compiled_arch, skip_reason
 from harness.results import E2ERow, KernelRow
 
 # A row as v15's will be written (needs cp.async, compute capability 8.0).
 NEEDS_AMPERE = _version(15, "cp_async", "K/V tiles double-buffered with cp.async", build_flags=_FAST_MATH,
                         strided_inputs=True, min_compute_capability=(8, 0))
 TURING, HOPPER = Target("cuda", (7, 5)), Target("cuda", (9, 0))
+# A row as v18 (wgmma) will be written: built for sm_90a alone, so it runs on 9.0 exactly.
+HOPPER_ONLY = dataclasses.replace(registry.get("v16"), min_compute_capability=(9, 0), arch_specific=(9, 0))
+HOPPER_ONLY_NEEDS = "needs compute capability 9.0 exactly (v16 tf32x3_mma: sm_90a code runs on no other GPU)"
 
 
 def test_every_version_folder_has_a_row_and_every_row_a_folder():
@@ -119,3 +122,54 @@ def test_quick_selection_leaves_out_exactly_the_rows_that_say_why():
     for backend in registry.BACKENDS:
         assert (backend.name in quick) == (backend.quick is None), backend.name
     assert "flex-attention" not in quick and "v17" in quick
+
+
+@pytest.mark.parametrize("capability", [(8, 0), (10, 0)], ids=["older", "newer"])
+def test_an_arch_specific_version_runs_on_its_capability_only(capability):
+    gpu = Target("cuda", capability)
+    assert HOPPER_ONLY.why_unavailable(HOPPER) is None
+    assert HOPPER_ONLY.why_unavailable(gpu) == f"{HOPPER_ONLY_NEEDS}; this GPU is {capability[0]}.{capability[1]}"
+    assert registry.get("v16").why_unavailable(gpu) is None  # the portable build of the same row
+    assert HOPPER_ONLY.runs_on() == "CUDA 9.0 only"
+
+
+def test_a_row_names_its_arch_specific_target_once():
+    row = _version(18, "wgmma", "wgmma", build_flags=_FAST_MATH, arch_specific=(9, 0))
+    assert (row.min_compute_capability, row.arch_specific) == ((9, 0), (9, 0))
+    assert row.why_unavailable(Target("cuda", (8, 0))) == \
+        "needs compute capability 9.0 exactly (v18 wgmma: sm_90a code runs on no other GPU); this GPU is 8.0"
+    with pytest.raises(ValueError, match="v16: built only for sm_90a, so its min_compute_capability must be 9.0, "
+                                         "not 8.0"):
+        dataclasses.replace(registry.get("v16"), arch_specific=(9, 0))
+
+
+SM_90A = Arch((9, 0), arch_specific=True)
+
+
+@pytest.mark.parametrize("listed,built,skipped", [
+    ("9.0", [SM_90A], None),
+    ("9.0+PTX", [SM_90A], None),  # no PTX: sm_90a's would run nowhere else
+    ("9.0a;9.0", [SM_90A], None),
+    ("8.0;9.0", [SM_90A], "not built for 8.0"),
+    ("10.0", [], "not built for 10.0"),
+    ("7.5;9.0;10.0+PTX", [SM_90A], "not built for 7.5, 10.0"),
+])
+def test_the_build_targets_only_the_arch_specific_architecture(listed, built, skipped):
+    kept, why = archs_for(HOPPER_ONLY, parse_arch_list(listed))
+    assert kept == built
+    assert why == (f"{HOPPER_ONLY_NEEDS}; {skipped}" if skipped else None)
+
+
+def test_other_versions_keep_the_portable_architecture():
+    kept, why = archs_for(registry.get("v16"), parse_arch_list("9.0"))
+    assert (kept, why) == ([Arch((9, 0))], None)
+    assert kept[0].gencode_flags() == ["-gencode=arch=compute_90,code=sm_90"]
+    assert SM_90A.gencode_flags() == ["-gencode=arch=compute_90a,code=sm_90a"]
+
+
+def test_the_compile_check_compiles_an_arch_specific_version_for_its_target_only():
+    assert compiled_arch(HOPPER_ONLY, "sm_90") == "sm_90a" and compiled_arch(HOPPER_ONLY, "sm_90a") == "sm_90a"
+    assert compiled_arch(registry.get("v16"), "sm_90") == "sm_90"
+    assert skip_reason(HOPPER_ONLY, "sm_90") is None
+    assert skip_reason(HOPPER_ONLY, "sm_75") == f"{HOPPER_ONLY_NEEDS}; sm_75 is 7.5"
+    assert skip_reason(HOPPER_ONLY, "sm_100") == f"{HOPPER_ONLY_NEEDS}; sm_100 is 10.0"

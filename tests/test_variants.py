@@ -4,6 +4,7 @@ to its version, a variant's compile report from nvcc alone, the check and the ti
 on stand-ins. (The CLI's refusals without a GPU are in test_cli.py.)"""
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -16,10 +17,11 @@ from backends.extension import find_nvcc
 from backends.registry import PROJECT_ROOT
 from harness import cli as harness_cli
 from harness import variants
+from harness.compile_check import compiled_arch
 from harness.reference import compare, random_qkv, reference_attention
 from harness.study import Shape
 from harness.try_variants import Case, Log, built_arch, check, time_table
-from harness.variants import VariantError, materialize, parse_spec, patched_source
+from harness.variants import VariantError, VariantSpec, materialize, parse_spec, patched_source
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"
 K_FLOAT2 = "experiments/v16_1_k_float2.patch"
@@ -85,6 +87,14 @@ def test_a_variant_is_its_version_under_its_own_name(tmp_path):
     written = kernel.stat().st_mtime_ns
     materialize(parse_spec(f"v16k=v16+{K_FLOAT2}", cwd=PROJECT_ROOT), tmp_path)
     assert kernel.stat().st_mtime_ns == written, "an unchanged variant was rewritten (it would rebuild)"
+
+
+def test_a_variant_of_an_arch_specific_version_keeps_its_target(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    hopper_only = dataclasses.replace(registry.get("v16"), min_compute_capability=(9, 0), arch_specific=(9, 0))
+    row = materialize(VariantSpec("v16k", hopper_only, (PROJECT_ROOT / K_FLOAT2,)), tmp_path)
+    assert (row.arch_specific, row.min_compute_capability, row.runs_on()) == ((9, 0), (9, 0), "CUDA 9.0 only")
+    assert compiled_arch(row, built_arch((9, 0))) == "sm_90a"
 
 
 def small_case(repeat: bool) -> Case:
