@@ -28,6 +28,7 @@ K_FLOAT2 = "experiments/v16_1_k_float2.patch"
 PIPELINE = "experiments/v16_2_pipeline.patch"
 V17_PIPELINE = "experiments/v17_1_pipeline.patch"
 WGMMA = "experiments/v16w_1_wgmma.patch"
+WGMMA_SPLIT = "experiments/v16w_2_split_pass.patch"
 WGMMA_PROBE = EXPERIMENTS / "wgmma_tf32_probe.cu"
 
 
@@ -141,12 +142,14 @@ def test_try_compile_only_reports_the_variant_and_its_version(capsys, monkeypatc
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
-def test_the_wgmma_candidate_compiles_for_sm_90a_without_spills(capsys, monkeypatch, tmp_path):
+def test_the_wgmma_candidates_compile_for_sm_90a_without_spills(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(PROJECT_ROOT)
     monkeypatch.setattr(variants, "VARIANTS_DIR", tmp_path)
-    assert harness_cli.main(["try", "--compile-only", "--arch", "sm_90a", f"v16w=v16+{WGMMA}"]) == 0
+    specs = [f"v16w=v16+{WGMMA}", f"v16w2=v16+{WGMMA}+{WGMMA_SPLIT}"]
+    assert harness_cli.main(["try", "--compile-only", "--arch", "sm_90a", *specs]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
-    assert rows["v16w"][1] == "sm_90a" and rows["v16w"][5] == "0/0", rows  # wgmma exists only in sm_90a
+    for name in ("v16w", "v16w2"):  # wgmma exists only in sm_90a
+        assert rows[name][1] == "sm_90a" and rows[name][5] == "0/0", rows
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
