@@ -262,6 +262,7 @@ _FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts floa
 _FAST_MATH = ("--use_fast_math",)
 _FLOAT4 = 16  # alignment_bytes of a kernel that loads q, k, v as 16-byte vectors
 _AMPERE: Capability = (8, 0)  # cp.async and TF32 mma.sync
+_HOPPER: Capability = (9, 0)  # wgmma, which exists only in the arch-specific target sm_90a
 
 BACKENDS: tuple[Backend, ...] = (
     NaiveBaseline(name="naive", description="matmul, masked_fill, softmax, matmul in plain PyTorch",
@@ -314,7 +315,9 @@ BACKENDS: tuple[Backend, ...] = (
              min_compute_capability=_AMPERE),
     _version(17, "split_kv", "keys split across blocks when the grid would leave SMs idle",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
-             min_compute_capability=_AMPERE),
+             min_compute_capability=_AMPERE),    _version(18, "wgmma", "version 17 on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a)",
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

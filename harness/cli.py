@@ -49,7 +49,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     target = Target.of("cuda")
     here = (f"this machine: CUDA compute capability {registry.capability_text(target.capability)}"
             if target.capability else "this machine: no CUDA device")
-    print(f"{'backend':15s} {'runs on':12s} description  [{here}]")
+    where_width = max(len(b.runs_on()) for b in registry.BACKENDS)
+    print(f"{'backend':15s} {'runs on':{where_width}s} description  [{here}]")
     for b in registry.BACKENDS:
         notes = []
         if isinstance(b, registry.CudaVersion):
@@ -63,7 +64,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             notes.append(b.end_to_end)
         if b.quick:
             notes.append(b.quick)
-        print(f"{b.name:15s} {b.runs_on():12s} {b.description}" + (f"  [{'; '.join(notes)}]" if notes else ""))
+        print(f"{b.name:15s} {b.runs_on():{where_width}s} {b.description}"
+              + (f"  [{'; '.join(notes)}]" if notes else ""))
     return 0
 
 
