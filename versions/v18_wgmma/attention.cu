@@ -398,8 +398,8 @@ __global__ void __launch_bounds__(kThreads) causal_attention_kernel(
   const int k_offset = swizzled_offset(copy_row, 4 * copy_chunk);  // + p * kAtomBytes
 
   // Starts the copy of raw K_j or raw V_j (one commit group each) into `raw`: in pass p,
-  // chunk copy_chunk of row copy_row + 8 p goes to byte offset dst(p) there. Rows past T are zero-filled; only the last
-  // tile can have them, so full tiles take pointer increments alone.
+  // chunk copy_chunk of row copy_row + 8 p goes to byte offset dst(p) there. Rows past T are
+  // zero-filled; only the last tile can have them, so full tiles take pointer increments alone.
   auto load_tile = [&](unsigned char* raw, const float* src_bh, int src_row_stride, int j,
                        auto dst) {
     const int cols = min(B_c, T - j * B_c);
