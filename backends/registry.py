@@ -315,7 +315,8 @@ BACKENDS: tuple[Backend, ...] = (
              min_compute_capability=_AMPERE),
     _version(17, "split_kv", "keys split across blocks when the grid would leave SMs idle",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
-             min_compute_capability=_AMPERE),    _version(18, "wgmma", "version 17 on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a)",
+             min_compute_capability=_AMPERE),
+    _version(18, "wgmma", "version 17 on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a)",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
 )

@@ -15,7 +15,8 @@ from harness.results import E2ERow, KernelRow
 NEEDS_AMPERE = _version(15, "cp_async", "K/V tiles double-buffered with cp.async", build_flags=_FAST_MATH,
                         strided_inputs=True, min_compute_capability=(8, 0))
 TURING, HOPPER = Target("cuda", (7, 5)), Target("cuda", (9, 0))
-# A row as v18 (wgmma) will be written: built for sm_90a alone, so it runs on 9.0 exactly.
+# A row built like v18 (wgmma), for sm_90a alone, so it runs on 9.0 exactly; v16 under it keeps
+# the messages independent of v18's own row.
 HOPPER_ONLY = dataclasses.replace(registry.get("v16"), min_compute_capability=(9, 0), arch_specific=(9, 0))
 HOPPER_ONLY_NEEDS = "needs compute capability 9.0 exactly (v16 tf32x3_mma: sm_90a code runs on no other GPU)"
 
