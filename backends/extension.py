@@ -161,8 +161,8 @@ def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = F
     cpp_extension.load(
         name=version.namespace,
         sources=[str(version.source_dir / "attention.cu"), str(GLUE_SOURCE)],
-        extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}"],
-        extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *arch_flags],
+        extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}", *version.glue_defines],
+        extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *version.glue_defines, *arch_flags],
         extra_include_paths=[str(COMMON_DIR)],
         build_directory=str(out_dir),
         is_python_module=False,

@@ -15,7 +15,7 @@ from typing import ClassVar, Iterable
 import torch
 from torch.nn.attention import SDPBackend
 
-from backends import baselines
+from backends import baselines, precision
 from gpt2.model import AttentionFn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -66,27 +66,41 @@ class Backend:
 
     name:                   what users type (`--backend v05`)
     description:            one line for listings and tables
+    dtypes:                 the dtypes of q, k and v it accepts (backends/precision.py names)
+    dtype_note:             why it accepts no others, in a few words, or None
     requires_cuda:          runs only on a CUDA device
     min_compute_capability: the oldest CUDA GPU it runs on (None: any that torch supports)
-    unsupported:            why it never runs in this study (float32 unsupported), or None
     end_to_end:             why the end-to-end sweep leaves it out, or None
     quick:                  why `run_all.sh --quick` (the backend list "quick") leaves it out, or None
     """
 
     name: str
     description: str
+    dtypes: tuple[str, ...] = precision.EVERY
+    dtype_note: str | None = None
     requires_cuda: bool = True
     min_compute_capability: Capability | None = None
-    unsupported: str | None = None
     end_to_end: str | None = None
     quick: str | None = None
 
     is_version: ClassVar[bool] = False
 
-    def why_unavailable(self, target: Target) -> str | None:
-        """None if the backend can run on `target`, else the reason, in one line."""
-        if self.unsupported:
-            return self.unsupported
+    def accepts(self, dtype: str) -> bool:
+        return dtype in self.dtypes
+
+    def dtype_refusal(self, dtype: str) -> str | None:
+        """None if it accepts `dtype`, else why not: 'not available for float32 (PyTorch's kernel
+        accepts float16/bfloat16 only)'."""
+        if self.accepts(dtype):
+            return None
+        return f"not available for {dtype} ({self.dtype_note or 'it accepts ' + ', '.join(self.dtypes)})"
+
+    def why_unavailable(self, target: Target, dtype: str | None = None) -> str | None:
+        """None if the backend can run on `target` (in `dtype`, when given), else the reason, in
+        one line."""
+        refusal = self.dtype_refusal(dtype) if dtype is not None else None
+        if refusal:
+            return refusal
         if target.device_type != "cuda":
             return f"{self.name} needs a CUDA device (asked to run on {target.device_type})" \
                 if self.requires_cuda else None
@@ -109,20 +123,19 @@ class Backend:
 
     def runs_on(self) -> str:
         """Where it can run, for listings: 'CPU or CUDA', 'CUDA', 'CUDA >= 8.0', 'CUDA 9.0 only'."""
-        if self.unsupported:
-            return "–"
         if not self.requires_cuda:
             return "CPU or CUDA"
         if self.min_compute_capability is None:
             return "CUDA"
         return f"CUDA >= {capability_text(self.min_compute_capability)}"
 
-    def attention(self, device: torch.device | str) -> AttentionFn:
-        """The backend as fn(q, k, v, num_heads) -> (B, T, C) for tensors on `device`.
+    def attention(self, device: torch.device | str, dtype: str | None = None) -> AttentionFn:
+        """The backend as fn(q, k, v, num_heads) -> (B, T, C) for tensors on `device` (of
+        `dtype`, when given).
 
         Raises BackendUnavailableError with the reason if it cannot run there.
         """
-        reason = self.why_unavailable(Target.of(device))
+        reason = self.why_unavailable(Target.of(device), dtype)
         if reason:
             raise BackendUnavailableError(f"{self.name}: {reason}")
         return self._load(torch.device(device))
@@ -163,6 +176,10 @@ class FlexBaseline(Backend):
 class CudaVersion(Backend):
     """One step of the study: versions/<folder>/attention.cu built as a torch extension.
 
+    number, folder:  the step's number in its track and its folder: v05 in
+                     versions/v05_warp_shuffle/ (float32 track), h01 in versions/h01_.../
+                     (half-precision track, dtypes float16 and bfloat16)
+    parent:          the version this step changes (its diff is read against it), or None
     build_flags:     extra nvcc flags for the version's kernel file
     strided_inputs:  True if the op accepts row/batch-strided q, k, v (the model then
                      passes the views of its packed qkv projection without copying)
@@ -181,6 +198,7 @@ class CudaVersion(Backend):
 
     number: int
     folder: str
+    parent: str | None = None
     build_flags: tuple[str, ...] = ()
     strided_inputs: bool = False
     alignment_bytes: int = 4  # one float
@@ -188,6 +206,18 @@ class CudaVersion(Backend):
     arch_specific: Capability | None = None
 
     is_version: ClassVar[bool] = True
+
+    @property
+    def half_precision(self) -> bool:
+        """A step of the half-precision track: its kernel file implements the launcher contract
+        for 16-bit inputs (versions/common/attention_launch.h, HalfArgs)."""
+        return self.dtypes != (precision.FLOAT32,)
+
+    @property
+    def glue_defines(self) -> tuple[str, ...]:
+        """Macros the torch glue and the launch probe are compiled with: which launcher
+        contract the kernel file implements."""
+        return ("-DATTN_HALF_PRECISION",) if self.half_precision else ()
 
     def __post_init__(self) -> None:
         if self.arch_specific is not None and self.min_compute_capability != self.arch_specific:
@@ -246,19 +276,29 @@ class CudaVersion(Backend):
         return contiguous_op
 
 
-def _version(number: int, short_name: str, description: str, *, build_flags: tuple[str, ...] = (),
+# The two tracks' name prefixes: v05 (float32), h01 (float16 and bfloat16).
+TRACK_PREFIX = {(precision.FLOAT32,): "v", precision.HALF: "h"}
+
+
+def _version(number: int, short_name: str, description: str, *, dtypes: tuple[str, ...] = (precision.FLOAT32,),
+             parent: str | None = None, build_flags: tuple[str, ...] = (),
              strided_inputs: bool = False, alignment_bytes: int = 4,
              min_compute_capability: Capability | None = None,
              arch_specific: Capability | None = None) -> CudaVersion:
-    """A version's row; min_compute_capability defaults to arch_specific if given, else the oldest."""
-    name = f"v{number:02d}"
-    return CudaVersion(name=name, description=description, number=number, folder=f"{name}_{short_name}",
-                       build_flags=build_flags, strided_inputs=strided_inputs, alignment_bytes=alignment_bytes,
+    """A version's row. Its parent defaults to the previous step of its track (none for step 1);
+    min_compute_capability defaults to arch_specific if given, else the oldest."""
+    prefix = TRACK_PREFIX[dtypes]
+    name = f"{prefix}{number:02d}"
+    if parent is None and number > 1:
+        parent = f"{prefix}{number - 1:02d}"
+    return CudaVersion(name=name, description=description, dtypes=dtypes, number=number, parent=parent,
+                       folder=f"{name}_{short_name}", build_flags=build_flags, strided_inputs=strided_inputs,
+                       alignment_bytes=alignment_bytes,
                        min_compute_capability=min_compute_capability or arch_specific or OLDEST_CAPABILITY,
                        arch_specific=arch_specific)
 
 
-_FLOAT32_UNSUPPORTED = "not available for float32 (PyTorch's kernel accepts float16/bfloat16 only)"
+_HALF_ONLY = "PyTorch's kernel accepts float16/bfloat16 only"
 _FAST_MATH = ("--use_fast_math",)
 _FLOAT4 = 16  # alignment_bytes of a kernel that loads q, k, v as 16-byte vectors
 _AMPERE: Capability = (8, 0)  # cp.async and TF32 mma.sync
@@ -272,9 +312,9 @@ BACKENDS: tuple[Backend, ...] = (
     SdpaBaseline(name="sdpa-efficient", description="PyTorch SDPA pinned to the memory-efficient backend",
                  sdpa_backend=SDPBackend.EFFICIENT_ATTENTION),
     SdpaBaseline(name="sdpa-flash", description="PyTorch SDPA pinned to the FlashAttention backend",
-                 sdpa_backend=SDPBackend.FLASH_ATTENTION, unsupported=_FLOAT32_UNSUPPORTED),
+                 sdpa_backend=SDPBackend.FLASH_ATTENTION, dtypes=precision.HALF, dtype_note=_HALF_ONLY),
     SdpaBaseline(name="sdpa-cudnn", description="PyTorch SDPA pinned to the cuDNN backend",
-                 sdpa_backend=SDPBackend.CUDNN_ATTENTION, unsupported=_FLOAT32_UNSUPPORTED),
+                 sdpa_backend=SDPBackend.CUDNN_ATTENTION, dtypes=precision.HALF, dtype_note=_HALF_ONLY),
     FlexBaseline(name="flex-attention",
                  description="flex_attention compiled by torch.compile (Triton), causal block mask, no TF32",
                  end_to_end="not measured end to end: a generation calls attention at ~500 sequence lengths, "
@@ -322,8 +362,16 @@ BACKENDS: tuple[Backend, ...] = (
 )
 
 # The backends others are measured against, each named once.
-KERNEL_REFERENCE = "sdpa-efficient"  # kernel benchmark: ratios of device time
-TOKENS_REFERENCE = "naive"  # end to end: every backend's tokens are compared with its tokens
+# Kernel benchmark: ratios of device time, per dtype. In float32 the fastest float32-accurate
+# kernel PyTorch has; in half precision cuDNN's fused attention, the fastest on Hopper.
+KERNEL_REFERENCES = {precision.FLOAT32: "sdpa-efficient", precision.BFLOAT16: "sdpa-cudnn",
+                     precision.FLOAT16: "sdpa-cudnn"}
+KERNEL_REFERENCE = KERNEL_REFERENCES[precision.FLOAT32]
+TOKENS_REFERENCE = "naive"  # end to end: every backend's tokens are compared with its tokens (same dtype)
+
+
+def kernel_reference(dtype: str) -> str:
+    return KERNEL_REFERENCES[dtype]
 
 
 def names() -> list[str]:
@@ -361,11 +409,13 @@ def with_required(backends: Iterable[Backend], required: str) -> list[Backend]:
     return [get(required), *others]
 
 
-def partition(backends: Iterable[Backend], target: Target) -> tuple[list[Backend], dict[str, str]]:
-    """The backends that can run on `target`, and for the others the reason why not."""
+def partition(backends: Iterable[Backend], target: Target,
+              dtype: str | None = None) -> tuple[list[Backend], dict[str, str]]:
+    """The backends that can run on `target` (in `dtype`, when given), and for the others the
+    reason why not."""
     runnable, unavailable = [], {}
     for backend in backends:
-        reason = backend.why_unavailable(target)
+        reason = backend.why_unavailable(target, dtype)
         if reason:
             unavailable[backend.name] = reason
         else:

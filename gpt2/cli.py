@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from backends import registry
 from backends.environment import Provenance, collect
+from backends.precision import FLOAT32
 from backends.registry import Backend, Target
 from gpt2.config import SIZES, ModelDirError
 from gpt2.timing import GenerationPlan, Spread, time_eager, time_graph
@@ -121,7 +122,7 @@ def make_request(args: argparse.Namespace) -> Request:
     except registry.UnknownBackendError as err:
         raise UsageError(str(err)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    reason = backend.why_unavailable(Target.of(device))
+    reason = backend.why_unavailable(Target.of(device), FLOAT32)
     if reason:
         raise UsageError(f"{backend.name}: {reason}")
     if args.repeats < 1:
@@ -143,7 +144,7 @@ def make_request(args: argparse.Namespace) -> Request:
 
 def run(request: Request) -> Result:
     try:
-        model = build_model(request.weights, request.backend.attention(request.device), request.device)
+        model = build_model(request.weights, request.backend.attention(request.device, FLOAT32), request.device)
     except ModelDirError as err:
         raise UsageError(str(err)) from None
     plan = request.plan

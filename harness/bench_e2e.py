@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from backends import registry
 from backends.environment import Provenance, collect
+from backends.precision import FLOAT32
 from backends.registry import Backend, BackendUnavailableError, Target
 from gpt2.generate import greedy_generate
 from gpt2.model import GPT2, AttentionFn
@@ -72,8 +73,8 @@ class Sweep:
         self.provenance: Provenance = collect(device)
         self.path = E2E.path(results_dir, self.provenance.slug)
         self.previous = done(E2E, self.path, self.provenance) if resume else {}
-        self.model = source.build(registry.get(registry.TOKENS_REFERENCE).attention(device), device)
-        self.reference_digests = {n: row.tokens_sha256 for (name, n), row in self.previous.items()
+        self.model = source.build(registry.get(registry.TOKENS_REFERENCE).attention(device, FLOAT32), device)
+        self.reference_digests = {n: row.tokens_sha256 for (name, _, n), row in self.previous.items()
                                   if name == registry.TOKENS_REFERENCE and row.tokens_sha256}
         self._floor: dict[int, float] | None = None
         self._floor_error: str | None = None
@@ -83,7 +84,7 @@ class Sweep:
         return self.device.type == "cuda"
 
     def todo(self, backend: Backend) -> list[int]:
-        return [n for n in self.plan.token_counts if (backend.name, n) not in self.previous]
+        return [n for n in self.plan.token_counts if (backend.name, FLOAT32, n) not in self.previous]
 
     def floor(self) -> dict[int, float] | None:
         """GPU time per length without attention, measured once per sweep."""
@@ -100,7 +101,7 @@ class Sweep:
         return self._floor
 
     def measure(self, backend: Backend) -> tuple[EagerTiming, GraphTiming | None, str | None]:
-        self.model.set_attention(backend.attention(self.device))
+        self.model.set_attention(backend.attention(self.device, FLOAT32))
         greedy_generate(self.model, self.plan.prompt_ids, self.plan.prompt_len + WARMUP_TOKENS)
         eager = time_eager(self.model, self.plan, runs=EAGER_RUNS)
         if not self.on_cuda:
@@ -140,7 +141,7 @@ class Sweep:
         config = self.model.config
         spread = eager.seconds[n] if eager else None
         return E2ERow(
-            backend=backend.name, tokens=n, prompt_tokens=self.plan.prompt_len, status=status, notes=notes,
+            backend=backend.name, dtype=FLOAT32, tokens=n, prompt_tokens=self.plan.prompt_len, status=status, notes=notes,
             n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd,
             replays=GRAPH_REPLAYS if gpu else None, eager_runs=EAGER_RUNS if eager else None,
             seconds_gpu_median=gpu.median if gpu else None, seconds_gpu_min=gpu.min if gpu else None,
@@ -149,7 +150,8 @@ class Sweep:
             seconds_eager_max=spread.max if spread else None,
             tokens_per_second=self.plan.generated(n) / gpu.median if gpu else None,
             peak_memory_bytes=eager.peak_memory_bytes[n] if eager and eager.peak_memory_bytes else None,
-            tokens_sha256=digest, same_tokens_as_naive=same, graph_tokens_match_eager=match,
+            tokens_sha256=digest, same_tokens_as_naive=same, token_agreement=None, logits_max_abs_err=None,
+            logits_mean_abs_err=None, accuracy_check=same, graph_tokens_match_eager=match,
             seconds_floor_gpu=floor, attention_gpu_share=1.0 - floor / gpu.median if floor and gpu else None,
             weights=self.source.weights, provenance=self.provenance)
 
@@ -172,7 +174,7 @@ def run(backends: Sequence[Backend], token_counts: Sequence[int], *, source: Mod
     plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), tuple(sorted(token_counts)))
     sweep = Sweep(source, plan, device, results_dir, resume)
     order = registry.with_required(backends, registry.TOKENS_REFERENCE)
-    _, reasons = registry.partition(order, Target.of(device))
+    _, reasons = registry.partition(order, Target.of(device), FLOAT32)
     reasons.update(excluded or {})
     reasons.update({b.name: b.end_to_end for b in order if b.end_to_end and b.name not in reasons})
     progress = tqdm(order, desc="end-to-end", unit="backend")

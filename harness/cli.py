@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from backends import registry
+from backends import precision, registry
 from backends.extension import BuildSetupError
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
@@ -57,8 +57,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             if b.build_flags:
                 notes.append("flags: " + " ".join(b.build_flags))
             notes.append(f"inputs: {b.input_layout}")
+        if b.dtypes != precision.EVERY:
+            notes.append("dtypes: " + ", ".join(b.dtypes) + (f" ({b.dtype_note})" if b.dtype_note else ""))
         reason = b.why_unavailable(target)
-        if reason and (b.unsupported or target.capability):
+        if reason and target.capability:
             notes.append(f"not available: {reason}")
         if b.end_to_end:
             notes.append(b.end_to_end)
@@ -124,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     selected = registry.select(args.backends)
     device = _cuda()
     gate = run_gate(selected, results_dir=args.results_dir, resume=not args.fresh, device=device)
-    runnable, _ = registry.partition(selected, Target.of(device))
+    runnable, _ = registry.partition(selected, Target.of(device), precision.FLOAT32)
     return 0 if len(gate.passed) == len(runnable) else 1
 
 

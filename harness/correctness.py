@@ -15,7 +15,8 @@ from tqdm import tqdm
 from backends import registry
 from backends.environment import Provenance, collect
 from backends.registry import Backend, Target
-from harness.reference import compare, random_qkv, reference_attention
+from backends.precision import FLOAT32
+from harness.reference import ABS_TOL, REL_TOL, compare, random_qkv, reference_attention
 from harness.results import CORRECTNESS, CorrectnessRow, done
 from harness.study import GATE_SHAPES
 
@@ -36,16 +37,17 @@ def _check(backends: Sequence[Backend], device: torch.device, path: Path, proven
     refs = [reference_attention(q, k, v, shape.H) for shape, q, k, v in cases]
     for backend in tqdm(backends, desc="correctness gate", unit="backend"):
         try:
-            fn = backend.attention(device)
+            fn = backend.attention(device, FLOAT32)
         except (registry.BackendUnavailableError, RuntimeError) as err:  # e.g. its build failed
             failures[backend.name] = f"cannot run: {(str(err).strip().splitlines() or [''])[0]}"
             tqdm.write(f"{backend.name}: {failures[backend.name]}; left out")
             continue
         for (shape, q, k, v), ref in zip(cases, refs):
             result = compare(fn(q, k, v, shape.H), ref)
-            CORRECTNESS.append(path, CorrectnessRow(backend=backend.name, B=shape.B, H=shape.H, T=shape.T,
-                                                    rel_err=result.rel_err, max_abs_err=result.max_abs_err,
-                                                    passed=result.ok, provenance=provenance))
+            CORRECTNESS.append(path, CorrectnessRow(backend=backend.name, dtype=FLOAT32, B=shape.B, H=shape.H,
+                                                    T=shape.T, rel_err=result.rel_err,
+                                                    max_abs_err=result.max_abs_err, rel_tol=REL_TOL,
+                                                    abs_tol=ABS_TOL, passed=result.ok, provenance=provenance))
             if not result.ok:
                 failures[backend.name] = FAILED
                 tqdm.write(f"{backend.name} FAILED at {shape.describe()}: {result.describe()}")
@@ -61,10 +63,10 @@ def run_gate(backends: Sequence[Backend], *, results_dir: Path, resume: bool = T
     provenance = collect(device)
     path = CORRECTNESS.path(results_dir, provenance.slug)
     stored = done(CORRECTNESS, path, provenance) if resume else {}
-    runnable, left_out = registry.partition(backends, Target.of(device))
+    runnable, left_out = registry.partition(backends, Target.of(device), FLOAT32)
     unchecked = []
     for backend in runnable:
-        rows = [stored.get((backend.name, s.B, s.H, s.T)) for s in GATE_SHAPES]
+        rows = [stored.get((backend.name, FLOAT32, s.B, s.H, s.T)) for s in GATE_SHAPES]
         if any(row is None for row in rows):
             unchecked.append(backend)
         elif not all(row.passed for row in rows):  # type: ignore[union-attr]

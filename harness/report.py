@@ -86,10 +86,10 @@ def kernel_table(r: GpuResults, shape: Shape) -> str:
     if not rows:
         return f"_No kernel results at {shape.describe()} yet._"
     body = [[f"`{x.backend}`", _num(x.us_device_median, "{:.1f}"), _span(x.us_device_min, x.us_device_max, "{:.1f}"),
-             _num(x.us_call_median, "{:.1f}"), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_sdpa_efficient, "{:.2f}"),
-             _num(100 * x.fraction_of_fp32_peak if x.fraction_of_fp32_peak is not None else None, "{:.1f}%")]
+             _num(x.us_call_median, "{:.1f}"), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_reference, "{:.2f}"),
+             _num(100 * x.fraction_of_peak if x.fraction_of_peak is not None else None, "{:.1f}%")]
             for x in rows]
-    peaks = [x.fp32_peak_tflops for x in rows if x.fp32_peak_tflops]
+    peaks = [x.peak_tflops for x in rows if x.peak_tflops]
     intro = (f"Kernel: {shape.describe()}, causal. Device time per call: median of {_range([x.replays for x in rows])} "
              f"replays of a CUDA graph of R × [L2 flush, call] minus the flushes alone, divided by R "
              f"({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. float32 FMA peak "

@@ -31,12 +31,19 @@ class ResultsFileError(Exception):
 
 @dataclass(frozen=True)
 class CorrectnessRow:
+    """One backend at one shape and dtype against float64 computed from the same inputs; the
+    bounds it was held to (float32: fixed; half precision: derived from the vendor kernels'
+    errors on the same inputs, harness/reference.py)."""
+
     backend: str
+    dtype: str  # backends/precision.py: float32, bfloat16, float16
     B: int
     H: int
     T: int
     rel_err: float
     max_abs_err: float
+    rel_tol: float
+    abs_tol: float
     passed: bool
     provenance: Provenance
 
@@ -48,6 +55,7 @@ class KernelRow:
     events around one eager call, what a Python caller pays."""
 
     backend: str
+    dtype: str  # of q, k, v and out (backends/precision.py)
     B: int
     H: int
     T: int
@@ -61,9 +69,11 @@ class KernelRow:
     us_device_max: float | None
     us_call_median: float | None
     tflops: float | None  # from the device median
-    ratio_to_sdpa_efficient: float | None  # device median / the kernel reference's, same run
-    fp32_peak_tflops: float | None
-    fraction_of_fp32_peak: float | None
+    reference: str | None  # the kernel reference of this dtype (registry.kernel_reference)
+    ratio_to_reference: float | None  # device median / the reference's at this shape and dtype, same run
+    peak: str | None  # which peak: "float32 FMA" (float32 rows), "bfloat16 tensor" / "float16 tensor"
+    peak_tflops: float | None  # measured in the same run
+    fraction_of_peak: float | None
     provenance: Provenance
 
     @property
@@ -77,9 +87,11 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class E2ERow:
-    """One backend generating `tokens` tokens (prompt included), batch 1, greedy."""
+    """One backend generating `tokens` tokens (prompt included), batch 1, greedy, with the model
+    (weights and activations) in `dtype`."""
 
     backend: str
+    dtype: str  # backends/precision.py
     tokens: int
     prompt_tokens: int
     status: str
@@ -98,7 +110,12 @@ class E2ERow:
     tokens_per_second: float | None  # generated tokens over the GPU median
     peak_memory_bytes: int | None
     tokens_sha256: str | None  # of the generated ids, so comparisons survive a resume
-    same_tokens_as_naive: bool | None
+    same_tokens_as_naive: bool | None  # as the same-dtype naive run's (float32's rule)
+    token_agreement: float | None  # fraction of generated tokens equal to the same-dtype naive run's, position-wise
+    # Teacher-forced on the float32 naive run's longest sequence: |logits - float32 naive logits|
+    logits_max_abs_err: float | None
+    logits_mean_abs_err: float | None
+    accuracy_check: bool | None  # float32: same tokens as naive; half: logits error within 1.25x naive's
     graph_tokens_match_eager: bool | None
     seconds_floor_gpu: float | None  # the same graph with attention replaced by a no-op stand-in
     attention_gpu_share: float | None  # 1 - floor / GPU median
@@ -246,9 +263,9 @@ def _format(value: object) -> str:
     return str(value)
 
 
-CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "B", "H", "T"))
-KERNELS = Table(KernelRow, "kernels.csv", ("backend", "B", "H", "T"))
-E2E = Table(E2ERow, "e2e.csv", ("backend", "tokens"))
+CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "dtype", "B", "H", "T"))
+KERNELS = Table(KernelRow, "kernels.csv", ("backend", "dtype", "B", "H", "T"))
+E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "tokens"))
 STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
 
 

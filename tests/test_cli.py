@@ -170,7 +170,8 @@ def test_plot_and_report_without_results(tmp_path, capsys):
 def test_list_shows_where_each_backend_runs(capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "CPU or CUDA" in out and "CUDA >= 7.5" in out and "not available for float32" in out
+    assert "CPU or CUDA" in out and "CUDA >= 7.5" in out \
+        and "dtypes: bfloat16, float16 (PyTorch's kernel accepts float16/bfloat16 only)" in out
 
 
 # -- one subprocess smoke test per entry point ---------------------------------------------

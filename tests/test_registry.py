@@ -64,10 +64,12 @@ def test_select_and_required():
 
 
 def test_references_are_rows_and_name_their_columns():
-    for name in (registry.KERNEL_REFERENCE, registry.TOKENS_REFERENCE):
-        registry.get(name)
+    from backends import precision
+
+    for dtype in precision.EVERY:  # each dtype's kernel reference runs in that dtype
+        assert registry.get(registry.kernel_reference(dtype)).accepts(dtype), dtype
+    registry.get(registry.TOKENS_REFERENCE)
     fields = {f.name for f in dataclasses.fields(KernelRow)} | {f.name for f in dataclasses.fields(E2ERow)}
-    assert "ratio_to_" + registry.KERNEL_REFERENCE.replace("-", "_") in fields
     assert "same_tokens_as_" + registry.TOKENS_REFERENCE in fields
 
 
@@ -76,7 +78,8 @@ def test_where_each_backend_runs():
     assert registry.get("naive").why_unavailable(cpu) is None
     assert "needs a CUDA device" in registry.get("v01").why_unavailable(cpu)
     assert registry.get("v01").why_unavailable(no_gpu) == "no CUDA device is available"
-    assert "float32" in registry.get("sdpa-flash").why_unavailable(HOPPER)
+    assert "float32" in registry.get("sdpa-flash").why_unavailable(HOPPER, "float32")
+    assert registry.get("sdpa-flash").why_unavailable(HOPPER, "bfloat16") is None
     assert all(v.why_unavailable(TURING) is None for v in registry.versions() if v.min_compute_capability <= (7, 5))
     assert all(v.min_compute_capability >= registry.OLDEST_CAPABILITY for v in registry.versions())
 

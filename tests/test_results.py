@@ -14,8 +14,8 @@ PROVENANCE = Provenance(gpu="Fixture GPU", driver="1.0", cuda="13.0", torch="2.1
 
 
 def row(T: int, passed: bool = True, **changes) -> CorrectnessRow:
-    base = CorrectnessRow(backend="v01", B=1, H=12, T=T, rel_err=1.5e-7, max_abs_err=8.25e-7, passed=passed,
-                          provenance=PROVENANCE)
+    base = CorrectnessRow(backend="v01", dtype="float32", B=1, H=12, T=T, rel_err=1.5e-7, max_abs_err=8.25e-7,
+                          rel_tol=1e-5, abs_tol=1e-4, passed=passed, provenance=PROVENANCE)
     return dataclasses.replace(base, **changes)
 
 
@@ -28,7 +28,7 @@ def test_rows_round_trip_with_their_types(tmp_path):
     assert result.problems == []
     assert result.rows == written
     assert isinstance(result.rows[0].T, int) and result.rows[1].passed is False
-    assert set(done(CORRECTNESS, path, PROVENANCE)) == {("v01", 1, 12, 1), ("v01", 1, 12, 33)}
+    assert set(done(CORRECTNESS, path, PROVENANCE)) == {("v01", "float32", 1, 12, 1), ("v01", "float32", 1, 12, 33)}
 
 
 def test_a_damaged_row_is_reported_with_file_and_line_and_skipped(tmp_path, capsys):
@@ -42,7 +42,7 @@ def test_a_damaged_row_is_reported_with_file_and_line_and_skipped(tmp_path, caps
     assert [r.T for r in result.rows] == [1]
     cut = len(lines[-1][:20].split(","))
     assert result.problems == [f"{path}:3: skipped a damaged row (rel_err='one' is not a float)",
-                               f"{path}:4: skipped a damaged row ({cut} of 13 fields)"]
+                               f"{path}:4: skipped a damaged row ({cut} of 16 fields)"]
     done(CORRECTNESS, path, PROVENANCE)
     assert f"warning: {path}:4: skipped a damaged row" in capsys.readouterr().err
     CORRECTNESS.append(path, row(129))  # after a row cut short: starts on a new line
