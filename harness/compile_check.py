@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -44,7 +45,7 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _STACK_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _ARCH = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _PROBE_OUTPUT = re.compile(r"grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) smem (\d+)")
-_PROBE_REQUIREMENTS = re.compile(r"strided_inputs ([01]) alignment_bytes (\d+)")
+_PROBE_REQUIREMENTS = re.compile(r"strided_inputs ([01]) alignment_bytes (\d+) half_precision ([01])")
 
 
 @dataclass(frozen=True)
@@ -75,15 +76,18 @@ class KernelRequirements:
 
     strided_inputs: bool
     alignment_bytes: int
+    half_precision: bool  # the track whose launcher contract it implements (HalfArgs)
 
     def disagreement(self, version: CudaVersion) -> str | None:
         """Why the version's registry row does not say the same, or None."""
-        row = KernelRequirements(version.strided_inputs, version.alignment_bytes)
+        row = KernelRequirements(version.strided_inputs, version.alignment_bytes, version.half_precision)
         if row == self:
             return None
         return (f"{version.name}: its registry row says strided_inputs={row.strided_inputs}, "
-                f"alignment_bytes={row.alignment_bytes}, but its kernel file's requirements() says "
-                f"strided_inputs={self.strided_inputs}, alignment_bytes={self.alignment_bytes}")
+                f"alignment_bytes={row.alignment_bytes}, half_precision={row.half_precision} (dtypes "
+                f"{', '.join(version.dtypes)}), but its kernel file's requirements() says "
+                f"strided_inputs={self.strided_inputs}, alignment_bytes={self.alignment_bytes}, "
+                f"half_precision={self.half_precision}")
 
 
 class CompileError(RuntimeError):
@@ -132,7 +136,8 @@ def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) 
     digits = arch.removeprefix("sm_")  # "90", "90a"
     output = _run([str(nvcc), f"-gencode=arch=compute_{digits},code=sm_{digits}", "-c",
                    str(version.source_dir / "attention.cu"), "-o", str(obj),
-                   f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags],
+                   f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags,
+                   *version.glue_defines],
                   f"nvcc for {version.name} ({arch})")
     # Each kernel's own report follows its "Compiling entry function" line. A file may hold
     # more than one kernel (version 17's merge kernel); the main one is the one using the
@@ -148,10 +153,37 @@ def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) 
     return max(reports, key=lambda r: r.registers)
 
 
-def compile_probe(nvcc: Path, out_dir: Path) -> Path:
-    obj = out_dir / "launch_config_probe.o"
-    _run([str(nvcc), "-c", str(PROBE_SOURCE), "-o", str(obj), f"-I{COMMON_DIR}", "-std=c++17"], "the probe")
+def compile_probe(nvcc: Path, out_dir: Path, defines: tuple[str, ...] = ()) -> Path:
+    """The probe's object file, compiled for the launcher contract that `defines` select
+    (a version's glue_defines: none for the float32 track)."""
+    obj = out_dir / ("launch_config_probe" + "".join(d.removeprefix("-D").lower() for d in defines) + ".o")
+    _run([str(nvcc), "-c", str(PROBE_SOURCE), "-o", str(obj), f"-I{COMMON_DIR}", "-std=c++17", *defines],
+         "the probe")
     return obj
+
+
+class Probes:
+    """The probe's object files, one per launcher contract (float32 Args, half HalfArgs),
+    each compiled on first use; thread-safe, for check_versions' parallel workers."""
+
+    def __init__(self, nvcc: Path, out_dir: Path) -> None:
+        self.nvcc, self.out_dir = nvcc, out_dir
+        self._objects: dict[tuple[str, ...], Path | CompileError] = {}
+        self._lock = threading.Lock()
+
+    def object_for(self, version: CudaVersion) -> Path:
+        """The probe compiled for `version`'s contract; raises CompileError if it does not compile."""
+        defines = version.glue_defines
+        with self._lock:
+            if defines not in self._objects:
+                try:
+                    self._objects[defines] = compile_probe(self.nvcc, self.out_dir, defines)
+                except CompileError as err:
+                    self._objects[defines] = err
+            found = self._objects[defines]
+        if isinstance(found, CompileError):
+            raise found
+        return found
 
 
 def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVersion,
@@ -173,7 +205,7 @@ def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVer
         raise CompileError(f"the launch probe of {version.name} printed {output!r}")
     values = [int(g) for g in match.groups()]
     launch = LaunchConfig(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
-    return launch, KernelRequirements(requirements[1] == "1", int(requirements[2]))
+    return launch, KernelRequirements(requirements[1] == "1", int(requirements[2]), requirements[3] == "1")
 
 
 @dataclass(frozen=True)
@@ -190,7 +222,7 @@ class VersionReport:
         return self.requirements.disagreement(self.version) if self.requirements else None
 
 
-def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_obj: Path | None,
+def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probes: Probes | None,
                   out_dir: Path) -> VersionReport:
     resources: dict[str, KernelResources | str] = {}
     launch: LaunchConfig | str = "no architecture compiled"
@@ -207,10 +239,10 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probe_
         except CompileError as err:
             resources[arch] = str(err)
             continue
-        if isinstance(launch, str) and probe_obj is not None:  # the first compiled object runs the probe
+        if isinstance(launch, str) and probes is not None:  # the first compiled object runs the probe
             try:
-                launch, requirements = probe_launch(nvcc, probe_obj, out_dir / f"{version.name}_{compiled}.o",
-                                                    version)
+                launch, requirements = probe_launch(nvcc, probes.object_for(version),
+                                                    out_dir / f"{version.name}_{compiled}.o", version)
             except CompileError as err:
                 launch, launch_failed = str(err), True
     return VersionReport(version, resources, launch, launch_failed, requirements)
@@ -221,11 +253,11 @@ def compile_failed(r: KernelResources | str) -> bool:
     return isinstance(r, str) and not r.startswith("skipped")
 
 
-def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[str], probe_obj: Path | None,
+def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[str], probes: Probes | None,
                    out_dir: Path, jobs: int | None = None) -> list[VersionReport]:
     """check_version for each version, `jobs` nvcc processes at once (default: cores)."""
     with futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
-        return list(pool.map(lambda v: check_version(nvcc, v, archs, probe_obj, out_dir), versions))
+        return list(pool.map(lambda v: check_version(nvcc, v, archs, probes, out_dir), versions))
 
 
 RESOURCES_HEADER = (f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} "
@@ -263,13 +295,7 @@ def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, 
         arch_capability(arch)  # refuse a malformed name before compiling anything
     versions = [b for b in backends if isinstance(b, CudaVersion)]
     with tempfile.TemporaryDirectory() as tmp:
-        out_dir = Path(tmp)
-        try:
-            probe_obj: Path | None = compile_probe(nvcc, out_dir)
-        except CompileError as err:
-            print(f"the launch probe does not compile, so no launch configurations: {err}")
-            probe_obj = None
-        reports = check_versions(nvcc, versions, archs, probe_obj, out_dir, jobs)
+        reports = check_versions(nvcc, versions, archs, Probes(nvcc, Path(tmp)), Path(tmp), jobs)
     print(RESOURCES_HEADER)
     failures = 0
     for report in reports:

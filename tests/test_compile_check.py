@@ -17,7 +17,7 @@ from harness.compile_check import (
     KernelResources,
     LaunchConfig,
     check_version,
-    compile_probe,
+    Probes,
     compile_version,
     format_resources,
     probe_launch,
@@ -33,25 +33,25 @@ PROBE_KERNEL = CudaVersion(name="v99", description="test kernel", number=99,
 
 
 @pytest.fixture(scope="module")
-def probe_obj(tmp_path_factory) -> Path:
-    return compile_probe(NVCC, tmp_path_factory.mktemp("probe"))
+def probes(tmp_path_factory) -> Probes:
+    return Probes(NVCC, tmp_path_factory.mktemp("probe"))
 
 
 @needs_nvcc
-def test_the_probe_prints_the_launch_configuration(probe_obj, tmp_path):
+def test_the_probe_prints_the_launch_configuration(probes, tmp_path):
     compile_version(NVCC, PROBE_KERNEL, "sm_90", tmp_path)
-    launch, requirements = probe_launch(NVCC, probe_obj, tmp_path / "v99_sm_90.o", PROBE_KERNEL,
+    launch, requirements = probe_launch(NVCC, probes.object_for(PROBE_KERNEL), tmp_path / "v99_sm_90.o", PROBE_KERNEL,
                                         Shape(2, 12, 513), H100)
     assert launch == LaunchConfig(grid=(24, 9, 1), block=(16, 32, 1), smem_bytes=3 * 64 * 64 * 4)
     assert launch.threads == 512
-    assert requirements == KernelRequirements(strided_inputs=False, alignment_bytes=4)
+    assert requirements == KernelRequirements(strided_inputs=False, alignment_bytes=4, half_precision=False)
 
 
 @needs_nvcc
 @pytest.mark.parametrize("version", [registry.versions()[0], registry.versions()[-1]], ids=lambda v: v.name)
-def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tmp_path):
+def test_versions_compile_and_report_resources_and_launch(version, probes, tmp_path):
     """The first and the last version (CI's compile check covers them all)."""
-    report = check_version(NVCC, version, ["sm_90", "sm_75"], probe_obj, tmp_path)
+    report = check_version(NVCC, version, ["sm_90", "sm_75"], probes, tmp_path)
     assert isinstance(report.launch, LaunchConfig), report.launch
     assert report.disagreement is None, report.disagreement
     assert report.launch.smem_bytes > 0 and 0 < report.launch.threads <= 1024, report.launch
@@ -65,14 +65,19 @@ def test_versions_compile_and_report_resources_and_launch(version, probe_obj, tm
 
 
 @needs_nvcc
-def test_a_registry_row_that_disagrees_with_its_kernel_file_is_named(probe_obj, tmp_path):
+def test_a_registry_row_that_disagrees_with_its_kernel_file_is_named(probes, tmp_path):
     """The fixture kernel's requirements() says contiguous inputs, 4-byte alignment."""
-    agrees = check_version(NVCC, PROBE_KERNEL, ["sm_90"], probe_obj, tmp_path)
-    assert agrees.requirements == KernelRequirements(False, 4) and agrees.disagreement is None
+    agrees = check_version(NVCC, PROBE_KERNEL, ["sm_90"], probes, tmp_path)
+    assert agrees.requirements == KernelRequirements(False, 4, False) and agrees.disagreement is None
     wrong = dataclasses.replace(PROBE_KERNEL, strided_inputs=True, alignment_bytes=16)
-    report = check_version(NVCC, wrong, ["sm_90"], probe_obj, tmp_path)
-    assert report.disagreement == ("v99: its registry row says strided_inputs=True, alignment_bytes=16, but its "
-                                   "kernel file's requirements() says strided_inputs=False, alignment_bytes=4")
+    report = check_version(NVCC, wrong, ["sm_90"], probes, tmp_path)
+    assert report.disagreement == ("v99: its registry row says strided_inputs=True, alignment_bytes=16, "
+                                   "half_precision=False (dtypes float32), but its kernel file's requirements() "
+                                   "says strided_inputs=False, alignment_bytes=4, half_precision=False")
+    # a row of the other track: the probe is compiled for HalfArgs, which the kernel file lacks
+    half = dataclasses.replace(PROBE_KERNEL, dtypes=("bfloat16", "float16"))
+    report = check_version(NVCC, half, ["sm_90"], probes, tmp_path)
+    assert report.launch_failed and "launch_config" in str(report.launch), report.launch
 
 
 @needs_nvcc
@@ -88,7 +93,7 @@ def test_a_compiler_error_is_reported_not_raised(tmp_path):
 
 
 @needs_nvcc
-def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probe_obj, tmp_path):
+def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probes, tmp_path):
     folder = tmp_path / "v97_no_launch_config"
     folder.mkdir()
     source = (Path(PROBE_KERNEL.source_dir) / "attention.cu").read_text()
@@ -96,12 +101,12 @@ def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probe
     end = source.index("size_t workspace_bytes(")
     (folder / "attention.cu").write_text(source[:start] + source[end:])
     version = CudaVersion(name="v97", description="no launch_config", number=97, folder=str(folder))
-    report = check_version(NVCC, version, ["sm_90"], probe_obj, tmp_path)
+    report = check_version(NVCC, version, ["sm_90"], probes, tmp_path)
     assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch
 
 
 @needs_nvcc
-def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhere(probe_obj, tmp_path):
+def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhere(probes, tmp_path):
     """Asked for sm_90 and sm_75, a version built only for sm_90a is compiled for sm_90a (the
     kernel file refuses any other device target) and skipped for sm_75."""
     folder = tmp_path / "v99_sm90a_only"
@@ -110,7 +115,7 @@ def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhe
              '#error "compiled for a target other than sm_90a"\n#endif\n')
     (folder / "attention.cu").write_text(guard + (PROBE_KERNEL.source_dir / "attention.cu").read_text())
     row = dataclasses.replace(PROBE_KERNEL, folder=str(folder), min_compute_capability=(9, 0), arch_specific=(9, 0))
-    report = check_version(NVCC, row, ["sm_90", "sm_75"], probe_obj, tmp_path)
+    report = check_version(NVCC, row, ["sm_90", "sm_75"], probes, tmp_path)
     compiled = report.resources["sm_90"]
     assert isinstance(compiled, KernelResources) and compiled.arch == "sm_90a", compiled
     assert format_resources("v99", "sm_90", compiled).split()[:2] == ["v99", "sm_90a"]

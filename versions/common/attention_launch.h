@@ -1,7 +1,10 @@
 // The interface between a version's kernel file (attention.cu, plain CUDA) and the
 // torch glue (torch_glue.cpp, written once for every version).
 //
-// Every version's attention.cu defines the four functions declared at the bottom.
+// Every version's attention.cu defines the four functions declared at the bottom: a
+// float32-track version (v01, v02, ...) for Args, a half-precision-track version (h01,
+// h02, ...) for HalfArgs. The glue is compiled for one track or the other (the registry
+// row says which: -DATTN_HALF_PRECISION for the half track).
 // Nothing here includes a torch header, so `nvcc -c attention.cu` compiles on its own.
 #pragma once
 
@@ -13,15 +16,16 @@ namespace causal_attention {
 
 constexpr int kHeadDim = 64;  // d: every version is written for GPT-2's head size
 
-// One call of the op: q, k, v and out are (B, T, C) float32 with C = num_heads * 64.
-// Strides are in elements. The glue always fills them in; versions 1-10 declare that
-// they need the contiguous layout (row stride C, batch stride T * C) and the glue
-// refuses anything else before a launch.
-struct Args {
-  const float* q;
-  const float* k;
-  const float* v;
-  float* out;  // always a new contiguous (B, T, C) tensor
+// One call of the op: q, k, v and out are (B, T, C) tensors of Element with C =
+// num_heads * 64. Strides are in elements. The glue always fills them in; versions 1-10
+// declare that they need the contiguous layout (row stride C, batch stride T * C) and
+// the glue refuses anything else before a launch.
+template <typename Element>
+struct OperandArgs {
+  const Element* q;
+  const Element* k;
+  const Element* v;
+  Element* out;  // always a new contiguous (B, T, C) tensor
   int64_t batch;      // B
   int64_t seq_len;    // T
   int64_t num_heads;  // H
@@ -32,11 +36,23 @@ struct Args {
   int device;       // the CUDA device the tensors live on
 };
 
+// The float32 track: q, k, v and out are float32.
+using Args = OperandArgs<float>;
+
+// The half-precision track: q, k, v and out all hold one 16-bit type, named by dtype
+// (one kernel template serves both); accumulation is the kernel's business (float32).
+enum class HalfType : int { kFloat16, kBFloat16 };
+
+struct HalfArgs : OperandArgs<void> {
+  HalfType dtype;
+};
+
 // What a version needs of its inputs beyond the op contract; the glue enforces it with
 // messages that name the offending argument.
 struct Requirements {
   bool strided_inputs;     // true: any row and batch stride (last-dim stride still 1)
-  int alignment_bytes;     // data pointers and strides * 4 must be multiples of this
+  int alignment_bytes;     // data pointers and strides (in bytes) must be multiples of this
+  bool half_precision = false;  // the track: false, float32 (Args); true, 16-bit (HalfArgs)
 };
 
 Requirements requirements();
@@ -78,5 +94,10 @@ size_t workspace_bytes(const Args& args);
 
 // Launches the kernel(s) on `stream` and returns the launch's error code (no sync).
 cudaError_t launch(const Args& args, cudaStream_t stream);
+
+// The same three for a half-precision-track version (h01, h02, ...).
+LaunchConfig launch_config(const HalfArgs& args, const DeviceLimits& limits);
+size_t workspace_bytes(const HalfArgs& args);
+cudaError_t launch(const HalfArgs& args, cudaStream_t stream);
 
 }  // namespace causal_attention

@@ -1,9 +1,11 @@
 // The torch side of every version, written once: input checks, output and scratch
 // allocation, the current stream, and registration of the op in the version's own
-// namespace. Compiled once per version with -DATTN_NAMESPACE=<namespace>; the kernel
-// file it links against (attention.cu) defines causal_attention::{requirements,
-// launch_config, workspace_bytes, launch}. The fake (meta) kernel is registered from
-// Python (register_fake in harness/extension.py) because it must work with symbolic shapes.
+// namespace. Compiled once per version with -DATTN_NAMESPACE=<namespace>, and with
+// -DATTN_HALF_PRECISION for a version of the half-precision track; the kernel file it
+// links against (attention.cu) defines causal_attention::{requirements, launch_config,
+// workspace_bytes, launch} for Args (float32) or HalfArgs (float16/bfloat16). The fake
+// (meta) kernel is registered from Python (register_fake in backends/extension.py)
+// because it must work with symbolic shapes.
 #include "attention_launch.h"
 
 #include <ATen/ATen.h>
@@ -28,6 +30,20 @@
 namespace {
 
 constexpr const char* kOpName = ATTN_STRINGIFY(ATTN_NAMESPACE) "::causal_attention";
+
+#ifdef ATTN_HALF_PRECISION
+constexpr bool kHalfTrack = true;
+using TrackArgs = causal_attention::HalfArgs;
+constexpr const char* kAcceptedDtypes = "float16 or bfloat16";
+#else
+constexpr bool kHalfTrack = false;
+using TrackArgs = causal_attention::Args;
+constexpr const char* kAcceptedDtypes = "float32";
+#endif
+
+bool accepted_dtype(at::ScalarType type) {
+  return kHalfTrack ? (type == at::kHalf || type == at::kBFloat16) : type == at::kFloat;
+}
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 static_assert(causal_attention::kHeadDim == 64, "the head-dimension message below says 64");
 
@@ -48,8 +64,11 @@ void check_operand(const at::Tensor& t,
                    const char* name,
                    const at::Tensor& q,
                    const causal_attention::Requirements& req) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat, kOpName, ": ", name, " must be float32, got ",
-              c10::toString(t.scalar_type()));
+  TORCH_CHECK(accepted_dtype(t.scalar_type()), kOpName, ": ", name, " must be ", kAcceptedDtypes,
+              ", got ", c10::toString(t.scalar_type()));
+  TORCH_CHECK(t.scalar_type() == q.scalar_type(), kOpName,
+              ": q, k and v must have one dtype, q is ", c10::toString(q.scalar_type()), " and ",
+              name, " is ", c10::toString(t.scalar_type()));
   TORCH_CHECK(t.is_cuda(), kOpName, ": ", name, " must be a CUDA tensor, got one on ",
               t.device().str());
   TORCH_CHECK(t.dim() == 3, kOpName, ": ", name, " must be 3-D (B, T, C), got shape ",
@@ -75,10 +94,11 @@ void check_operand(const at::Tensor& t,
                 fmt(req.alignment_bytes),
                 "-byte aligned for this version's vector loads (storage offset ",
                 fmt(t.storage_offset()), ")");
-    const int64_t floats_per_vector = req.alignment_bytes / static_cast<int64_t>(sizeof(float));
-    TORCH_CHECK(t.stride(0) % floats_per_vector == 0 && t.stride(1) % floats_per_vector == 0,
+    const int64_t elements_per_vector =
+        req.alignment_bytes / static_cast<int64_t>(t.element_size());
+    TORCH_CHECK(t.stride(0) % elements_per_vector == 0 && t.stride(1) % elements_per_vector == 0,
                 kOpName, ": ", name, "'s batch and row strides must be multiples of ",
-                fmt(floats_per_vector), " floats for this version's vector loads, got ",
+                fmt(elements_per_vector), " elements for this version's vector loads, got ",
                 fmt(t.strides()));
   }
 }
@@ -88,6 +108,10 @@ at::Tensor causal_attention_impl(const at::Tensor& q,
                                  const at::Tensor& v,
                                  int64_t num_heads) {
   const causal_attention::Requirements req = causal_attention::requirements();
+  TORCH_CHECK(req.half_precision == kHalfTrack, kOpName, ": the kernel file is for the ",
+              req.half_precision ? "half-precision" : "float32",
+              " track but the glue was built for the other one (the registry row's dtypes and the "
+              "kernel file's requirements() disagree)");
   check_operand(q, "q", q, req);
   check_operand(k, "k", q, req);
   check_operand(v, "v", q, req);
@@ -103,11 +127,20 @@ at::Tensor causal_attention_impl(const at::Tensor& q,
   if (B == 0 || T == 0) return out;
 
   const c10::cuda::CUDAGuard device_guard(q.device());
-  causal_attention::Args args{};
+  TrackArgs args{};
+#ifdef ATTN_HALF_PRECISION
+  args.q = q.data_ptr();
+  args.k = k.data_ptr();
+  args.v = v.data_ptr();
+  args.out = out.data_ptr();
+  args.dtype = q.scalar_type() == at::kHalf ? causal_attention::HalfType::kFloat16
+                                            : causal_attention::HalfType::kBFloat16;
+#else
   args.q = q.data_ptr<float>();
   args.k = k.data_ptr<float>();
   args.v = v.data_ptr<float>();
   args.out = out.data_ptr<float>();
+#endif
   args.batch = B;
   args.seq_len = T;
   args.num_heads = num_heads;
