@@ -198,6 +198,7 @@ class CudaVersion(Backend):
 
     number: int
     folder: str
+    dtypes: tuple[str, ...] = (precision.FLOAT32,)
     parent: str | None = None
     build_flags: tuple[str, ...] = ()
     strided_inputs: bool = False
@@ -358,6 +359,22 @@ BACKENDS: tuple[Backend, ...] = (
              min_compute_capability=_AMPERE),
     _version(18, "wgmma", "version 17 on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a)",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
+    # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
+    _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
+             dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, min_compute_capability=_AMPERE),
+    _version(2, "wgmma_tma", "h01 on Hopper's warpgroup MMA, K/V tiles by the tensor memory accelerator",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
+    _version(3, "warp_specialized", "h02 warp-specialized: a TMA producer, two consumers in ping-pong, S of "
+             "the next tile before this softmax", dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(4, "three_consumers", "h03 with three consumer warpgroups: 192 rows per block, more warps to "
+             "hide the softmax's latency", dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(5, "exp2_fma", "h04 with one exponential in 8 computed by a polynomial on the FMA pipe",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
 )
 

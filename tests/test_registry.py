@@ -22,7 +22,7 @@ HOPPER_ONLY_NEEDS = "needs compute capability 9.0 exactly (v16 tf32x3_mma: sm_90
 
 
 def test_every_version_folder_has_a_row_and_every_row_a_folder():
-    folders = sorted(p.name for p in VERSIONS_DIR.iterdir() if p.is_dir() and p.name.startswith("v"))
+    folders = sorted(p.name for p in VERSIONS_DIR.iterdir() if p.is_dir() and p.name != "common")
     rows = sorted(v.folder for v in registry.versions())
     assert folders == rows
 
@@ -40,12 +40,22 @@ def test_names_and_namespaces_are_unique():
     assert len(spaces) == len(set(spaces))
 
 
-def test_versions_are_numbered_in_order_and_keep_fast_math():
-    numbers = [v.number for v in registry.versions()]
-    assert numbers == list(range(1, len(numbers) + 1))
+def test_versions_are_numbered_in_order_per_track_and_keep_fast_math():
+    for dtypes, prefix in registry.TRACK_PREFIX.items():
+        track = [v for v in registry.versions() if v.dtypes == dtypes]
+        assert [v.number for v in track] == list(range(1, len(track) + 1)), prefix
+        for v in track:
+            assert v.name == f"{prefix}{v.number:02d}" and v.folder.startswith(v.name + "_")
+            # float32: from version 4 (the step that added it); half precision: from its first step
+            assert ("--use_fast_math" in v.build_flags) == (v.half_precision or v.number >= 4), v.name
+
+
+def test_each_step_names_an_earlier_version_as_its_parent():
+    seen: set[str] = set()
     for v in registry.versions():
-        assert ("--use_fast_math" in v.build_flags) == (v.number >= 4), v.name
-        assert v.name == f"v{v.number:02d}" and v.folder.startswith(v.name + "_")
+        assert v.parent is None or v.parent in seen, f"{v.name}'s parent {v.parent} is not an earlier version"
+        assert (v.parent is None) == (v.name == "v01"), v.name  # only the study's first step has none
+        seen.add(v.name)
 
 
 def test_kernel_files_are_free_of_torch_headers():
