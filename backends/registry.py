@@ -376,6 +376,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(5, "exp2_fma", "h04 with one exponential in 8 computed by a polynomial on the FMA pipe",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(6, "persistent", "h04 on a persistent grid: each block walks work items, the next one's loads "
+             "overlapping this one's end", dtypes=precision.HALF, parent="h04", build_flags=_FAST_MATH,
+             strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
