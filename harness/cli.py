@@ -7,6 +7,7 @@ committed results/ folder, and writes <results-dir>/report.md for any other.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 
 from backends import registry
 from backends.extension import BuildSetupError
+from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
@@ -24,6 +26,11 @@ BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (al
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
+# What an interrupted command leaves, and what running it again does (None: nothing to say).
+ROWS_KEPT = "every finished row is kept; to resume where this one stopped, run the same command again"
+BUILDS_KEPT = "every finished build is kept; to build the rest, run the same command again"
+NOTHING_MEASURED = ("it measures nothing and the results are untouched, but {what} may be left half done; "
+                    "to write them all, run the same command again")
 
 
 class CommandError(Exception):
@@ -308,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "set TORCH_CUDA_ARCH_LIST (e.g. 9.0)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--jobs", type=int, default=None, help="versions built at once (default: cores / 2)")
-    p.set_defaults(func=cmd_build)
+    p.set_defaults(func=cmd_build, on_stop=BUILDS_KEPT)
 
     p = sub.add_parser("compile-check", help="compile every attention.cu with nvcc alone (no GPU): registers, "
                                              "shared memory, spills, and the launch configuration")
@@ -322,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
     results_dir(p)
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=cmd_check, on_stop=ROWS_KEPT)
 
     for name, func, help_text in (
             ("bench-kernels", cmd_bench_kernels, "device time and call time of every backend's op (GPU)"),
@@ -338,12 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
         results_dir(p)
         if name == "bench-e2e":
             add_weights_arguments(p)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, on_stop=ROWS_KEPT)
 
     p = sub.add_parser("plot", help="draw <plots-dir>/<gpu>/ from <results-dir>/<gpu>/*.csv (no GPU needed)")
     results_dir(p)
     plots_dir(p)
-    p.set_defaults(func=cmd_plot)
+    p.set_defaults(func=cmd_plot, on_stop=NOTHING_MEASURED.format(what="the figures"))
 
     p = sub.add_parser("report", help="regenerate the README tables (from the committed results/ only) or write "
                                       "<results-dir>/report.md")
@@ -351,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     plots_dir(p)
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
                    help="write the tables to FILE instead of updating README.md and versions/*/README.md")
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=cmd_report, on_stop=NOTHING_MEASURED.format(what="the tables"))
 
     p = sub.add_parser("try", help="development: kernel variants (a version's kernel file with patches "
                                    "applied) checked against float64 and timed beside registry backends; nothing "
@@ -401,14 +408,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stop_message(stop: KeyboardInterrupt, args: argparse.Namespace, argv: list[str]) -> str:
+    """One line: what stopped the command, what it leaves and the command that resumes it."""
+    on_stop = getattr(args, "on_stop", None)
+    if on_stop is None:
+        return f"python -m harness: {describe(stop)}"
+    return f"python -m harness: {describe(stop)}; {on_stop}: python -m harness {shlex.join(argv)}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
-        print(f"python -m harness: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\npython -m harness: interrupted; every finished row is kept, and the same command resumes "
-              "where this one stopped", file=sys.stderr)
-        return 130
+    with stop_on_signals():  # SIGTERM and SIGHUP end it as Ctrl-C does
+        try:
+            return args.func(args)
+        except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
+            print(f"python -m harness: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as stop:
+            print(f"\n{stop_message(stop, args, argv)}", file=sys.stderr)
+            return exit_status(stop)

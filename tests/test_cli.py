@@ -132,12 +132,20 @@ def test_harness_gpu_steps_without_gpu(capsys, command):
     harness([command], capsys, "no CUDA device is available", "--plots-only")
 
 
-def test_harness_ctrl_c_keeps_rows(monkeypatch, capsys):
+def test_harness_ctrl_c_says_what_is_kept_and_how_to_resume(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness_cli, "cmd_list", interrupted)
-    refused(harness_cli.main, ["list"], capsys, "interrupted", "resumes", status=130)
+    for name in ("cmd_bench_kernels", "cmd_build", "cmd_plot", "cmd_list"):
+        monkeypatch.setattr(harness_cli, name, interrupted)
+    refused(harness_cli.main, ["bench-kernels", "--backends", "naive,v01"], capsys, "interrupted; every finished row "
+            "is kept; to resume where this one stopped, run the same command again: python -m harness bench-kernels "
+            "--backends naive,v01", status=130)
+    refused(harness_cli.main, ["build"], capsys, "every finished build is kept", "python -m harness build",
+            status=130)
+    err = refused(harness_cli.main, ["plot"], capsys, "it measures nothing", "run the same command again", status=130)
+    assert "row" not in err and "resume" not in err, "a plot keeps no rows and resumes nothing"
+    assert refused(harness_cli.main, ["list"], capsys, status=130).strip() == "python -m harness: interrupted"
 
 
 def test_build_without_a_gpu_says_what_to_set(monkeypatch, capsys):

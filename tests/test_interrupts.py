@@ -1,0 +1,165 @@
+"""SIGTERM and SIGHUP end a command the way Ctrl-C does (backends/interrupts.py): what is
+done is kept, one line says what stopped it and how to resume, the status is 128 + the
+signal, and nothing prints a traceback, also while torch is still importing."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from backends.interrupts import REPEAT_WINDOW_SECONDS, Stopped, exit_status, stop_on_signals
+from backends.registry import PROJECT_ROOT
+from gpt2 import cli as gpt2_cli
+from harness import cli as harness_cli
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def handlers() -> dict:
+    return {s: signal.getsignal(s) for s in SIGNALS}
+
+
+def _unhandled(signum: int, frame) -> None:
+    raise AssertionError(f"{signal.Signals(signum).name} reached the test: nothing handled it")
+
+
+@pytest.fixture(autouse=True)
+def guard():
+    """A SIGTERM or SIGHUP that the code under test fails to handle fails the test instead of
+    ending pytest."""
+    previous = {s: signal.signal(s, _unhandled) for s in (signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("signum,raised", [(signal.SIGTERM, Stopped), (signal.SIGHUP, Stopped),
+                                           (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_raises_where_it_arrives_and_the_handlers_come_back(signum, raised):
+    before = handlers()
+    with pytest.raises(raised) as caught, stop_on_signals():
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler raises here, at once
+    assert isinstance(caught.value, KeyboardInterrupt), "every Ctrl-C path handles it"
+    assert exit_status(caught.value) == 128 + signum
+    assert handlers() == before
+
+
+def test_the_same_stop_delivered_twice_interrupts_once():
+    """The process group's signal and run_all.sh's forwarded copy are one stop: the second must
+    not interrupt the cleanup the first started."""
+    with stop_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except Stopped:
+            os.kill(os.getpid(), signal.SIGTERM)  # within REPEAT_WINDOW_SECONDS: ignored
+            time.sleep(0.05)
+    assert REPEAT_WINDOW_SECONDS >= 1
+
+
+def test_an_ignored_signal_stays_ignored():
+    """`nohup` ignores SIGHUP: a hangup must not stop the run then."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_harness_sigterm_keeps_rows_and_says_how_to_resume(monkeypatch, capsys):
+    def measuring(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    monkeypatch.setattr(harness_cli, "cmd_bench_e2e", measuring)
+    before = handlers()
+    assert harness_cli.main(["bench-e2e", "--backends", "naive,v16"]) == 143
+    err = capsys.readouterr().err
+    assert err.strip() == ("python -m harness: stopped by SIGTERM; every finished row is kept; to resume where this "
+                           "one stopped, run the same command again: python -m harness bench-e2e --backends naive,v16")
+    assert handlers() == before
+
+
+def test_gpt2_sighup_says_so(monkeypatch, capsys):
+    def generating(request):
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+
+    monkeypatch.setattr(gpt2_cli, "run", generating)
+    assert gpt2_cli.main(["--device", "cpu", "--weights", "random"]) == 129
+    assert capsys.readouterr().err.strip() == "python -m gpt2: stopped by SIGHUP"
+
+
+# -- real processes --------------------------------------------------------------------------
+# `python -m harness` as run from a shell (its __main__.py), with one step replaced by a slow one.
+SLOW_STEP = textwrap.dedent("""
+    import runpy, sys, time
+    from harness import cli
+
+    def measuring(args):
+        print("measuring", flush=True)
+        time.sleep(60)
+
+    cli.cmd_bench_kernels = measuring
+    sys.argv = ["harness", "bench-kernels", "--backends", "naive"]
+    runpy.run_module("harness", run_name="__main__", alter_sys=True)
+""")
+
+
+def signalled(proc: subprocess.Popen, ready: str, signum: int) -> tuple[str, str]:
+    """Wait for the line `ready` on stdout, send `signum`, return stdout and stderr."""
+    line = proc.stdout.readline()
+    assert line.strip() == ready, line + proc.stderr.read()
+    return signalled_now(proc, signum)
+
+
+def signalled_now(proc: subprocess.Popen, signum: int) -> tuple[str, str]:
+    proc.send_signal(signum)
+    try:
+        return proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the process did not stop")
+
+
+def popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_ends_python_m_harness_with_the_resume_line():
+    proc = popen([sys.executable, "-c", SLOW_STEP])
+    _, err = signalled(proc, "measuring", signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert err.strip() == ("python -m harness: stopped by SIGTERM; every finished row is kept; to resume where this "
+                           "one stopped, run the same command again: python -m harness bench-kernels --backends naive")
+
+
+@pytest.fixture
+def slow_torch(tmp_path) -> dict:
+    """An environment where `import torch` says so on stdout and then takes a minute."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("import time\nprint('importing torch', flush=True)\n"
+                                                     "time.sleep(60)\n")
+    return {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+
+@pytest.mark.parametrize("module,signum", [("harness", signal.SIGINT), ("gpt2", signal.SIGINT),
+                                           ("harness", signal.SIGTERM)])
+def test_a_signal_while_torch_imports_is_one_line(slow_torch, module, signum):
+    proc = popen([sys.executable, "-m", module, "--help"], env=slow_torch)
+    _, err = signalled(proc, "importing torch", signum)
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err, err
+    what = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
+    assert err.strip() == f"python -m {module}: {what} while starting; nothing was done"
+
