@@ -10,7 +10,9 @@ when the block ends.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -84,3 +86,39 @@ def stop_on_signals() -> Iterator[None]:
         for signum, current in previous.items():
             signal.signal(signum, current if current is not None else signal.SIG_DFL)
 
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    for caught in _CAUGHT:  # a second signal ends the worker at once, as by default
+        signal.signal(caught, signal.SIG_DFL)
+    raise SystemExit(128 + signum)
+
+
+def exit_quietly_on_signals() -> None:
+    """For a worker process (its initializer): the first SIGINT, SIGTERM or SIGHUP raises
+    SystemExit, so the work under way unwinds (torch's build lock and ours released, ninja
+    stopped) and an idle worker ends without a traceback. Its parent says what happened."""
+    for signum in _CAUGHT:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _exit_quietly)
+
+
+def end_with_parent() -> None:
+    """For a worker process: SIGTERM (so exit_quietly_on_signals ends it) when the process that
+    started it ends, however it ends; otherwise an idle worker of a pool whose parent was
+    killed waits for work forever. Linux only (prctl); elsewhere nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import multiprocessing
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it ended before the request
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def end_worker(stop: SystemExit) -> None:
+    """End this worker process now, with `stop`'s status, once what it did is cleaned up
+    (the pool would otherwise hand it the next job)."""
+    os._exit(stop.code if isinstance(stop.code, int) else 1)

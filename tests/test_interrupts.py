@@ -3,6 +3,7 @@ done is kept, one line says what stopped it and how to resume, the status is 128
 signal, and nothing prints a traceback, also while torch is still importing."""
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -162,4 +163,60 @@ def test_a_signal_while_torch_imports_is_one_line(slow_torch, module, signum):
     assert "Traceback" not in err, err
     what = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
     assert err.strip() == f"python -m {module}: {what} while starting; nothing was done"
+
+
+# A build whose compiler takes a minute: torch's FileBaton as its loader takes it, in every
+# worker too (spawn runs this file's top level in each), into a build folder under argv[1].
+SLOW_BUILD = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from torch.utils import cpp_extension
+    from torch.utils.file_baton import FileBaton
+    from backends import extension
+    from harness import build, cli
+
+    def load(*, name, build_directory, **kwargs):
+        baton = FileBaton(os.path.join(build_directory, "lock"))
+        assert baton.try_acquire()
+        try:
+            print("building", name, flush=True)
+            time.sleep(60)
+        finally:
+            baton.release()
+
+    cpp_extension.load = load
+    extension.BUILD_ROOT = Path(sys.argv[1])
+    if __name__ == "__main__":
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+        build.check_build_setup = lambda: None  # as with a CUDA build of torch
+        sys.exit(cli.main(["build", "--backends", "v01,v02", "--jobs", "2"]))
+""")
+
+
+def test_sigterm_during_the_builds_stops_the_workers_and_releases_the_locks(tmp_path):
+    """SIGTERM to the command alone (`kill PID`): its build workers stop too, unwinding their
+    builds (torch's lock files removed, our locks free), and one line says how to resume."""
+    script = tmp_path / "slow_build.py"
+    script.write_text(SLOW_BUILD.format(root=str(PROJECT_ROOT)))
+    proc = popen([sys.executable, str(script), str(tmp_path / "build")])
+    assert proc.stdout.readline().startswith("building 2 versions"), proc.stderr.read()
+    assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["building flash_v01", "building flash_v02"]
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the build did not stop")
+    assert time.monotonic() - start < 10, "the workers must not build on to the end"
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert err.strip().endswith("stopped by SIGTERM; every finished build is kept; to build the rest, run the same "
+                                "command again: python -m harness build --backends v01,v02 --jobs 2"), err
+    for name in ("v01", "v02"):
+        folder = tmp_path / "build" / name
+        assert not (folder / "lock").exists(), f"{name}: the worker did not unwind its build"
+        with (folder / "owner.lock").open() as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a worker lives on
 
