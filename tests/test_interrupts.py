@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def handlers() -> dict:
@@ -220,3 +223,27 @@ def test_sigterm_during_the_builds_stops_the_workers_and_releases_the_locks(tmp_
         with (folder / "owner.lock").open() as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a worker lives on
 
+
+def test_run_all_forwards_sigterm_and_says_how_to_resume(tmp_path):
+    """SIGTERM to run_all.sh alone: the running stage gets it too, the stage times are printed,
+    and the last line says what is kept and the command to run again."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    shutil.copytree(FIXTURES / "results", results)
+    args = ["--plots-only", "--results-dir", str(results), "--plots-dir", str(plots)]
+    proc = subprocess.Popen(["bash", "run_all.sh", *args], cwd=PROJECT_ROOT, start_new_session=True,
+                            env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out = ""
+    while "== plots" not in out:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        out += line
+    time.sleep(0.5)  # python is importing torch (1.5 s or more), its handlers installed
+    _, err = signalled_now(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert "python -m harness: stopped by SIGTERM" in err, "the stage was not sent the signal"
+    assert err.strip().splitlines()[-1] == (
+        "run_all.sh: stopped by SIGTERM during plots; --plots-only measures nothing; to redraw the plots and "
+        f"tables, run the same command again: run_all.sh {' '.join(args)}")
+    assert not (results / "report.md").exists(), "nothing runs after the signal"
