@@ -154,7 +154,9 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     registry.select(args.backends)
     device = _cuda()
     try:
-        source = bench_e2e.gpt2_model(weights_from_args(args))
+        weights = weights_from_args(args)
+        weights.check()  # before the gate, not after it
+        source = bench_e2e.gpt2_model(weights)
     except ModelDirError as err:
         raise CommandError(str(err)) from None
     backends, excluded = _gated(args, registry.TOKENS_REFERENCE)

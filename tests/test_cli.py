@@ -94,6 +94,31 @@ def test_malformed_weights(tmp_path, capsys):
          "not a readable safetensors file")
 
 
+def test_model_dir_with_a_wrongly_shaped_tensor(tmp_path, capsys, monkeypatch):
+    """Named with its shape and the shape config.json gives it, by python -m gpt2 and by the
+    end-to-end benchmark before its correctness gate (here on the CPU)."""
+    from safetensors.torch import save_file
+
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128}))
+    save_file({"transformer.h.1.attn.c_attn.weight": torch.zeros(128, 100)}, str(tmp_path / "model.safetensors"))
+    message = ("model.safetensors: tensor h.1.attn.c_attn.weight has shape [128, 100], but config.json's model "
+               "(2 layers, 2 heads, width 128) needs [128, 384]")
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"], capsys, message)
+    monkeypatch.setattr(harness_cli, "_cuda", lambda *args: torch.device("cpu"))
+    harness(["bench-e2e", "--model-dir", str(tmp_path)], capsys, message)
+
+
+def test_vocabulary_smaller_than_the_tokenizer(tmp_path, capsys):
+    from gpt2.config import TOKENIZER_VOCAB_SIZE
+    from gpt2.tokenizer import load_tokenizer
+
+    assert load_tokenizer().n_vocab == TOKENIZER_VOCAB_SIZE
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128, "vocab_size": 100}))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 16)
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"], capsys,
+         "config.json: vocab_size=100 is smaller than GPT-2's tokenizer", "at least 50257")
+
+
 def test_ctrl_c_says_interrupted(monkeypatch, capsys):
     def interrupted(request):
         raise KeyboardInterrupt
