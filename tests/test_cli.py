@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,6 +199,36 @@ def test_plot_and_report_without_results(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "no results under" in out, out
     assert "No results yet" in (results / "report.md").read_text()
+
+
+FIXTURE_KERNELS = PROJECT_ROOT / "tests" / "fixtures" / "results" / "fixture-gpu-a-synthetic-numbers" / "kernels.csv"
+
+
+def results_with_kernel_rows(results: Path, rows: int = 4) -> Path:
+    """A results folder of one GPU with the first `rows` rows of the fixtures' kernels.csv."""
+    path = results / "some-gpu" / "kernels.csv"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n".join(FIXTURE_KERNELS.read_bytes().split(b"\n")[:rows + 1]) + b"\n")
+    return path
+
+
+def test_a_byte_that_is_not_utf8_in_a_results_file(tmp_path, capsys):
+    """Issue 20 items 3-4: in a row, the row is skipped with its file and line; in the header,
+    the file is refused. Never a UnicodeDecodeError."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    path = results_with_kernel_rows(results)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"ok", b"o\xffk", 1)
+    path.write_bytes(b"\n".join(lines))
+    for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+        assert harness_cli.main([*command, "--results-dir", str(results)]) == 0
+        err = capsys.readouterr().err
+        assert f"warning: {path}:3: skipped a damaged row (not UTF-8 text: byte 0xff)" in err, err
+        assert "Traceback" not in err
+    path.write_bytes(path.read_bytes().replace(b"backend", b"back\xe9nd", 1))
+    for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+        harness([*command, "--results-dir", str(results)], capsys,
+                f"{path}:1: the header is damaged (not UTF-8 text: byte 0xe9)")
 
 
 def test_list_shows_where_each_backend_runs(capsys):
