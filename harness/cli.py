@@ -7,9 +7,13 @@ committed results/ folder, and writes <results-dir>/report.md for any other.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -261,10 +265,52 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
     return 0
 
 
+def folder_to_read(path: Path, argument: str) -> Path:
+    """`path`, the value of `argument`, as a folder results are read from: CommandError unless
+    it exists, is a folder and can be read."""
+    if not path.exists():
+        raise CommandError(f"{argument} {_shown(path)} does not exist: name a folder of results (one subfolder "
+                           "per GPU, as ./run_all.sh --results-dir DIR writes them)")
+    if not path.is_dir():
+        raise CommandError(f"{argument} {_shown(path)} is a file: name a folder of results")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise CommandError(f"{argument} {_shown(path)} cannot be read (permission denied)")
+    return path
+
+
+def folder_to_write(folder: Path, argument: str, value: Path | None = None, hint: str = "") -> Path:
+    """`folder`, where the value of `argument` (`value`, default `folder`) has us write: created
+    if missing; CommandError unless that works and a file can be written there."""
+    named = f"{argument} {_shown(value or folder)}"
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise CommandError(f"{named}: {_shown(blocking)} is a file, not a folder{hint}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CommandError(f"{named}: cannot create the folder {_shown(folder)} ({err.strerror}){hint}") from None
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise CommandError(f"{named}: cannot write in {_shown(folder)} ({err.strerror}){hint}") from None
+    return folder
+
+
+@contextlib.contextmanager
+def _writing() -> Iterator[None]:
+    """An OSError while figures or tables are written (a read-only subfolder, a full disk)
+    as one line that names the file."""
+    try:
+        yield
+    except OSError as err:
+        raise CommandError(f"cannot write {err.filename or 'a file'}: {err.strerror or err}") from None
+
+
 def _load_results(args: argparse.Namespace) -> list:
     from harness.tables import load_all
 
-    gpus = load_all(args.results_dir)
+    gpus = load_all(folder_to_read(args.results_dir, "--results-dir"))
     for r in gpus:
         for problem in r.problems:
             print(f"warning: {problem}", file=sys.stderr)
@@ -276,8 +322,12 @@ def _load_results(args: argparse.Namespace) -> list:
 def cmd_plot(args: argparse.Namespace) -> int:
     from harness.plots import plot_all
 
-    for path in plot_all(_load_results(args), args.plots_dir):
-        print(f"wrote {_shown(path)}")
+    gpus = _load_results(args)
+    if gpus:
+        folder_to_write(args.plots_dir, "--plots-dir")
+    with _writing():
+        for path in plot_all(gpus, args.plots_dir):
+            print(f"wrote {_shown(path)}")
     return 0
 
 
@@ -287,11 +337,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     gpus = _load_results(args)
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
-        for path in update_readmes(gpus, args.plots_dir, args.results_dir):
-            print(f"updated {_shown(path)}")
+        with _writing():
+            for path in update_readmes(gpus, args.plots_dir, args.results_dir):
+                print(f"updated {_shown(path)}")
+        return 0
+    output = args.output or args.results_dir / REPORT_NAME
+    if args.output is None:
+        folder_to_write(args.results_dir, "--results-dir", hint="; write the report elsewhere with --output FILE")
+    elif output.is_dir():
+        raise CommandError(f"--output {_shown(output)} is a folder: name the file to write")
     else:
-        path = write_report(gpus, args.plots_dir, args.results_dir, args.output or args.results_dir / REPORT_NAME)
-        print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
+        folder_to_write(output.parent, "--output", output)
+    with _writing():
+        path = write_report(gpus, args.plots_dir, args.results_dir, output)
+    print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
     return 0
 
 

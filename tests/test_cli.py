@@ -3,10 +3,13 @@ non-zero exit instead of a traceback. Refusals run in-process (fast); each entry
 (python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -231,6 +234,59 @@ def test_a_byte_that_is_not_utf8_in_a_results_file(tmp_path, capsys):
                 f"{path}:1: the header is damaged (not UTF-8 text: byte 0xe9)")
 
 
+def test_plot_and_report_read_results_from_an_existing_folder(tmp_path, capsys):
+    """Not a traceback (a file), not an empty success that creates the folder (missing)."""
+    missing, a_file = tmp_path / "missing", tmp_path / "a-file"
+    a_file.write_text("")
+    for command in (["report"], ["plot", "--plots-dir", str(tmp_path / "plots")]):
+        harness([*command, "--results-dir", str(missing)], capsys, f"--results-dir {missing} does not exist")
+        harness([*command, "--results-dir", str(a_file)], capsys, f"--results-dir {a_file} is a file")
+    assert not missing.exists()
+
+
+def test_plot_and_report_write_where_a_folder_can_be(tmp_path, capsys):
+    results = tmp_path / "results"
+    results_with_kernel_rows(results)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(a_file / "plots")], capsys,
+            f"--plots-dir {a_file / 'plots'}: {a_file} is a file, not a folder")
+    harness(["report", "--results-dir", str(results), "--output", str(a_file / "report.md")], capsys,
+            f"--output {a_file / 'report.md'}: {a_file} is a file, not a folder")
+    harness(["report", "--results-dir", str(results), "--output", str(tmp_path)], capsys,
+            f"--output {tmp_path} is a folder")
+
+
+def test_plot_and_report_refuse_a_folder_they_cannot_write_in(tmp_path, capsys, monkeypatch):
+    """A read-only folder, as the operating system reports it (here simulated: root writes
+    anywhere; the run_all.sh test below uses a real one)."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    results_with_kernel_rows(results)
+    plots.mkdir()
+    read_only = {results, plots}
+    real = tempfile.TemporaryFile
+
+    def temporary_file(*, dir: Path):
+        if Path(dir) in read_only:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+        return real(dir=dir)
+
+    monkeypatch.setattr(harness_cli.tempfile, "TemporaryFile", temporary_file)
+    harness(["report", "--results-dir", str(results)], capsys,
+            f"--results-dir {results}: cannot write in {results} (Read-only file system); write the report "
+            "elsewhere with --output FILE")
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(plots)], capsys,
+            f"--plots-dir {plots}: cannot write in {plots} (Read-only file system)")
+    assert harness_cli.main(["report", "--results-dir", str(results), "--output", str(tmp_path / "r.md")]) == 0
+
+    def plot_all(gpus, plots_dir: Path):  # a GPU's subfolder is read-only
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plots_dir / "some-gpu" / "a.png"))
+
+    monkeypatch.setattr("harness.plots.plot_all", plot_all)
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(tmp_path / "elsewhere")], capsys,
+            f"cannot write {tmp_path / 'elsewhere' / 'some-gpu' / 'a.png'}: Permission denied")
+
+
 def test_list_shows_where_each_backend_runs(capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
@@ -292,6 +348,36 @@ def test_run_all_installs_nothing_outside_a_virtual_environment(tmp_path):
 def test_run_all_rejects_unknown_option():
     proc = run("bash", "run_all.sh", "--bogus")
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
+
+
+def read_only_run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    """`args` run with `folder` read-only: by chmod, or for root (who writes through any
+    permission bits) on a read-only bind mount of its own; skips where neither can be had."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return run(*args, env=env)
+        finally:
+            folder.chmod(0o755)
+    mount = 'mount --bind -o ro "$0" "$0"'
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", mount, str(folder)],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("root cannot make a read-only folder here (no unshare -m / mount --bind)")
+    return run("unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', str(folder), *args, env=env)
+
+
+def test_run_all_plots_only_with_a_read_only_results_dir(tmp_path):
+    """Issue 20 item 10: the report stage (which writes <results-dir>/report.md) says so in
+    one line; the plots, written elsewhere, are drawn."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    results_with_kernel_rows(results)
+    proc = read_only_run(results, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results), "--plots-dir",
+                         str(plots), env={**ENV, "PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"python -m harness: error: --results-dir {results}: cannot write in {results} (" in proc.stderr
+    assert "write the report elsewhere with --output FILE" in proc.stderr
+    assert list(plots.glob("*/*.png")), proc.stdout
 
 
 def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
