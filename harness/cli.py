@@ -80,9 +80,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_jobs(args: argparse.Namespace) -> None:
+    if args.jobs is not None and args.jobs < 1:
+        raise CommandError(f"--jobs must be at least 1 (got {args.jobs}); leave it out for the default")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from harness.build import build_all
 
+    _check_jobs(args)
     try:
         results = build_all(registry.select(args.backends), jobs=args.jobs)
     except BuildSetupError as err:
@@ -98,11 +104,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_compile_check(args: argparse.Namespace) -> int:
     from harness.compile_check import arch_capability, run_compile_check
 
+    _check_jobs(args)
     for arch in args.arch or ():
         try:
             arch_capability(arch)
         except ValueError as err:
-            raise CommandError(str(err)) from None
+            raise CommandError(f"--arch: {err}") from None
     return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
 
 
@@ -189,7 +196,7 @@ def cmd_try(args: argparse.Namespace) -> int:
         try:
             arch_capability(args.arch)
         except ValueError as err:
-            raise CommandError(str(err)) from None
+            raise CommandError(f"--arch: {err}") from None
     device = None if args.compile_only else _cuda("--compile-only works without one")
     # The variants' own versions, unless --against names others; the kernel reference is always timed.
     against = registry.select(args.against) if args.against else list({s.base.name: s.base for s in specs}.values())

@@ -194,6 +194,24 @@ def test_compile_check_refuses_a_malformed_arch(capsys):
     harness(["compile-check", "--arch", "hopper"], capsys, "cannot read the architecture 'hopper'")
 
 
+@pytest.mark.parametrize("argv,arch,capability", [
+    (["compile-check", "--arch", "sm_13"], "sm_13", "1.3"),
+    (["compile-check", "--arch", "sm_75", "--arch", "sm_50"], "sm_50", "5.0"),
+    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16_1_k_float2.patch"], "sm_61", "6.1"),
+], ids=["sm_13", "sm_50", "try"])
+def test_an_architecture_older_than_every_version_is_refused(capsys, monkeypatch, argv, arch, capability):
+    """sm_13 exited 0 with every version skipped; the oldest the study builds for is 7.5."""
+    monkeypatch.chdir(PROJECT_ROOT)
+    harness(argv, capsys, f"--arch: {arch} is compute capability {capability}, older than any the study builds for: "
+                          "use sm_75 (compute capability 7.5) or newer")
+
+
+@pytest.mark.parametrize("command", ["build", "compile-check"])
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_must_be_positive(capsys, command, jobs):
+    harness([command, "--jobs", jobs], capsys, f"--jobs must be at least 1 (got {jobs})")
+
+
 def test_plot_and_report_without_results(tmp_path, capsys):
     results, plots = tmp_path / "results", tmp_path / "plots"
     (results / "some-gpu").mkdir(parents=True)  # an empty GPU folder
