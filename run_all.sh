@@ -109,6 +109,23 @@ fi
 export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
+# Unknown backend names are refused before anything runs (--plots-only uses none, but a
+# name it would ignore is still a mistake). Exit status 2, or 130 on Ctrl-C.
+if [[ -n "$backends" ]]; then
+  "$PYTHON" - "$backends" <<'PY'
+import sys
+try:
+    from backends import registry
+    try:
+        registry.select(sys.argv[1])
+    except registry.UnknownBackendError as err:
+        print(f"run_all.sh: --backends: {err}", file=sys.stderr)
+        sys.exit(2)
+except KeyboardInterrupt:
+    sys.exit(130)
+PY
+fi
+
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)

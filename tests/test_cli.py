@@ -368,6 +368,15 @@ def test_run_all_rejects_unknown_option():
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
 
 
+def test_run_all_refuses_an_unknown_backend_before_anything_runs(tmp_path):
+    """--plots-only used to ignore --backends v99 and draw."""
+    proc = run("bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir", str(tmp_path),
+               "--plots-dir", str(tmp_path), env={**ENV, "PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("run_all.sh: --backends: unknown backend 'v99'; valid backends: naive,"), proc.stderr
+    assert "==" not in proc.stdout, "no stage may run"
+
+
 def read_only_run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
     """`args` run with `folder` read-only: by chmod, or for root (who writes through any
     permission bits) on a read-only bind mount of its own; skips where neither can be had."""
