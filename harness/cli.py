@@ -345,8 +345,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
         with _writing():
-            for path in update_readmes(gpus, args.plots_dir, args.results_dir):
-                print(f"updated {_shown(path)}")
+            updated = update_readmes(gpus, args.plots_dir, args.results_dir)
+        for path in updated:
+            print(f"updated {_shown(path)}")
+        if not updated:
+            print("README.md and versions/*/README.md unchanged: their tables already match the results")
         return 0
     output = args.output or args.results_dir / REPORT_NAME
     if args.output is None:

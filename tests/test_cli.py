@@ -305,6 +305,29 @@ def test_plot_and_report_refuse_a_folder_they_cannot_write_in(tmp_path, capsys, 
             f"cannot write {tmp_path / 'elsewhere' / 'some-gpu' / 'a.png'}: Permission denied")
 
 
+def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsys):
+    """It said 'updated README.md' also when nothing changed; an unchanged file is not rewritten."""
+    import dataclasses
+
+    from backends import registry
+    from harness import report
+
+    readme, notes = tmp_path / "README.md", tmp_path / "v01" / "README.md"
+    notes.parent.mkdir()
+    readme.write_text("# study\n")
+    notes.write_text("# v01\n")
+    monkeypatch.setattr(report, "README", readme)
+    v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
+    monkeypatch.setattr(registry, "versions", lambda: [v01])
+    assert harness_cli.main(["report"]) == 0  # the committed results
+    assert capsys.readouterr().out.split("\n")[:2] == [f"updated {readme}", f"updated {notes}"]
+    written = readme.stat().st_mtime_ns, notes.stat().st_mtime_ns
+    assert harness_cli.main(["report"]) == 0
+    assert capsys.readouterr().out == ("README.md and versions/*/README.md unchanged: their tables already match the "
+                                       "results\n")
+    assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
+
+
 def test_list_shows_where_each_backend_runs(capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
