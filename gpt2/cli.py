@@ -123,6 +123,9 @@ def make_request(args: argparse.Namespace) -> Request:
         raise UsageError(str(err)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     reason = backend.why_unavailable(Target.of(device))
+    if reason and args.device is None and device.type == "cpu" and not backend.unsupported:
+        on_cpu = ", ".join(b.name for b in registry.BACKENDS if not b.requires_cuda and not b.unsupported)
+        raise UsageError(f"{backend.name} needs a CUDA device and none is available (backends that run on a CPU: {on_cpu})")
     if reason:
         raise UsageError(f"{backend.name}: {reason}")
     if args.repeats < 1:

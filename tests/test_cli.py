@@ -51,8 +51,14 @@ def test_unknown_backend_lists_valid_names(capsys):
 
 
 def test_cuda_only_backend_without_cuda(capsys):
-    gpt2(["--backend", "v05"], capsys, "v05 needs a CUDA device")
-    gpt2(["--backend", "sdpa-efficient", "--device", "cpu"], capsys, "needs a CUDA device")
+    """Without --device the device is chosen for the user: say there is no GPU (it said 'v05: v05
+    needs a CUDA device (asked to run on cpu)', the name twice, of a device nobody asked for)."""
+    err = gpt2(["--backend", "v05"], capsys, "v05 needs a CUDA device and none is available (backends that run on "
+                                             "a CPU: naive, sdpa-math)")
+    assert err.count("v05") == 1 and "asked" not in err
+    err = gpt2(["--backend", "sdpa-efficient", "--device", "cpu"], capsys,
+               "sdpa-efficient: needs a CUDA device (asked to run on cpu)")
+    assert err.count("sdpa-efficient") == 1
 
 
 def test_float32_unavailable_backend(capsys):
