@@ -422,18 +422,17 @@ def read_only_run(folder: Path, *args: str, env: dict) -> subprocess.CompletedPr
     return run("unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', str(folder), *args, env=env)
 
 
-def test_run_all_plots_only_with_a_read_only_results_dir(tmp_path):
-    """Issue 20 item 10: the report stage (which writes <results-dir>/report.md) says so in
-    one line; the plots, written elsewhere, are drawn."""
+def test_run_all_plots_only_with_a_read_only_plots_dir(tmp_path):
+    """Issue 20 item 10: the plots stage says so in one line, and the sweep stops there."""
     results, plots = tmp_path / "results", tmp_path / "plots"
     results_with_kernel_rows(results)
-    proc = read_only_run(results, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results), "--plots-dir",
+    plots.mkdir()
+    proc = read_only_run(plots, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results), "--plots-dir",
                          str(plots), env={**ENV, "PYTHON": sys.executable})
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert f"python -m harness: error: --results-dir {results}: cannot write in {results} (" in proc.stderr
-    assert "write the report elsewhere with --output FILE" in proc.stderr
-    assert list(plots.glob("*/*.png")), proc.stdout
+    assert f"python -m harness: error: --plots-dir {plots}: cannot write in {plots} (" in proc.stderr
+    assert "== report" not in proc.stdout
 
 
 def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
