@@ -94,8 +94,7 @@ def build_all(backends: Sequence[Backend], *, jobs: int | None = None) -> list[B
     context = multiprocessing.get_context("spawn")
     _start_resource_tracker()
     others = set(multiprocessing.active_children())
-    with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                                     initializer=_init_worker) as pool:
+    with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker) as pool:
         pending = {pool.submit(_build_one, version, kept): version.name for version, kept in work.items()}
         try:
             for count, future in enumerate(futures.as_completed(pending), start=1):
@@ -122,7 +121,7 @@ def _start_resource_tracker() -> None:
     try:
         resource_tracker.ensure_running()
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        signal.signal(signal.SIGHUP, previous if previous is not None else signal.SIG_DFL)
 
 
 def _result(future: futures.Future, name: str) -> BuildResult:
