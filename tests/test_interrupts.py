@@ -3,6 +3,7 @@ done is kept, one line says what stopped it and how to resume, the status is 128
 signal, and nothing prints a traceback, also while torch is still importing."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -135,8 +136,9 @@ def signalled_now(proc: subprocess.Popen, signum: int) -> tuple[str, str]:
         pytest.fail("the process did not stop")
 
 
-def popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def popen(args: list[str], env: dict | None = None, new_session: bool = False) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=new_session)
 
 
 def test_sigterm_ends_python_m_harness_with_the_resume_line():
@@ -202,7 +204,15 @@ def test_sigterm_during_the_builds_stops_the_workers_and_releases_the_locks(tmp_
     builds (torch's lock files removed, our locks free), and one line says how to resume."""
     script = tmp_path / "slow_build.py"
     script.write_text(SLOW_BUILD.format(root=str(PROJECT_ROOT)))
-    proc = popen([sys.executable, str(script), str(tmp_path / "build")])
+    proc = popen([sys.executable, str(script), str(tmp_path / "build")], new_session=True)
+    try:
+        check_the_build_stops(proc, tmp_path)
+    finally:  # nothing of it outlives the test, whatever failed
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def check_the_build_stops(proc: subprocess.Popen, tmp_path: Path) -> None:
     assert proc.stdout.readline().startswith("building 2 versions"), proc.stderr.read()
     assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["building flash_v01", "building flash_v02"]
     start = time.monotonic()
