@@ -27,6 +27,7 @@ unless a dependency is missing and PYTHON runs inside a virtual environment.
 USAGE
 }
 
+original_args=("$@")  # for the line that says how to resume
 quick=() backends="" plots_only=0 fresh=() results=() plots=() model=()
 need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
@@ -108,6 +109,23 @@ fi
 export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
+# Unknown backend names are refused before anything runs (--plots-only uses none, but a
+# name it would ignore is still a mistake). Exit status 2, or 130 on Ctrl-C.
+if [[ -n "$backends" ]]; then
+  "$PYTHON" - "$backends" <<'PY'
+import sys
+try:
+    from backends import registry
+    try:
+        registry.select(sys.argv[1])
+    except registry.UnknownBackendError as err:
+        print(f"run_all.sh: --backends: {err}", file=sys.stderr)
+        sys.exit(2)
+except KeyboardInterrupt:
+    sys.exit(130)
+PY
+fi
+
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -118,14 +136,46 @@ print_times() {
   printf '  %-18s %5d s\n' "total" "$((SECONDS - sweep_start))"
 }
 trap print_times EXIT
+# A stage runs in the background and is waited for, so that a signal to this script is
+# handled at once (bash runs a trap only after a foreground command ends); `trap - INT` gives
+# it back Ctrl-C, which bash would otherwise have it ignore.
+running_stage="" running_since=0
 stage() {  # stage NAME COMMAND...: run, time and record it
   local name=$1 start=$SECONDS status=0
   shift
   printf '\n== %s\n' "$name"
-  "$@" || status=$?
+  running_stage=$name running_since=$start
+  (trap - INT; exec "$@") &
+  wait $! || status=$?
+  running_stage=""
   stage_names+=("$name") stage_seconds+=($((SECONDS - start))) stage_status+=("$status")
   return $status
 }
+# Ctrl-C, SIGTERM (a scheduler's time limit, `timeout`, `kill`) and SIGHUP (a dropped
+# session) end the sweep alike: the running stage gets the signal too and keeps every row it
+# finished, the stage times are printed, then one line says how to resume.
+stopped() {  # stopped SIGNAL EXIT_STATUS
+  set +e
+  trap '' INT TERM HUP
+  local what="stopped by SIG$1" kept="every finished row is kept; to resume where this run stopped"
+  [[ $1 == INT ]] && what="interrupted"
+  [[ $plots_only -eq 1 ]] && kept="--plots-only measures nothing; to redraw the plots and tables"
+  if [[ -n "$running_stage" ]]; then
+    for pid in $(jobs -p); do kill -s "$1" "$pid" 2>/dev/null; done  # the stage, once started
+    wait
+    stage_names+=("$running_stage (stopped)") stage_seconds+=($((SECONDS - running_since))) stage_status+=("$2")
+    what="$what during $running_stage"
+  fi
+  trap - EXIT
+  print_times
+  local command=$0
+  [[ ${#original_args[@]} -eq 0 ]] || command+=$(printf ' %q' "${original_args[@]}")
+  printf '\nrun_all.sh: %s; %s, run the same command again: %s\n' "$what" "$kept" "$command" >&2
+  exit "$2"
+}
+trap 'stopped INT 130' INT
+trap 'stopped TERM 143' TERM
+trap 'stopped HUP 129' HUP
 
 harness=("$PYTHON" -m harness)
 if [[ -z "$backends" ]]; then

@@ -149,25 +149,29 @@ def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = F
     """Compile (if needed) and load the version's library for `archs`.
 
     Raises whatever torch's builder raises on a compiler error, with the compiler's
-    output in the message.
+    output in the message. Waits while another process builds or loads the same version;
+    a lock left by one that was killed is removed (backends/build_lock.py).
     """
     from torch.utils import cpp_extension
+
+    from backends.build_lock import build_folder_lock
 
     out_dir = build_dir(version)
     out_dir.mkdir(parents=True, exist_ok=True)
     # One folder serves every target: torch writes these flags into its build.ninja, and ninja
     # rebuilds when a command changes (sm_90 to sm_90a, say); no stale library is loaded.
     arch_flags = [flag for arch in archs for flag in arch.gencode_flags()]
-    cpp_extension.load(
-        name=version.namespace,
-        sources=[str(version.source_dir / "attention.cu"), str(GLUE_SOURCE)],
-        extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}", *version.glue_defines],
-        extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *version.glue_defines, *arch_flags],
-        extra_include_paths=[str(COMMON_DIR)],
-        build_directory=str(out_dir),
-        is_python_module=False,
-        verbose=verbose,
-    )
+    with build_folder_lock(out_dir):
+        cpp_extension.load(
+            name=version.namespace,
+            sources=[str(version.source_dir / "attention.cu"), str(GLUE_SOURCE)],
+            extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}", *version.glue_defines],
+            extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *version.glue_defines, *arch_flags],
+            extra_include_paths=[str(COMMON_DIR)],
+            build_directory=str(out_dir),
+            is_python_module=False,
+            verbose=verbose,
+        )
 
 
 def register_fake(namespace: str) -> None:

@@ -102,8 +102,7 @@ class Backend:
         if refusal:
             return refusal
         if target.device_type != "cuda":
-            return f"{self.name} needs a CUDA device (asked to run on {target.device_type})" \
-                if self.requires_cuda else None
+            return f"needs a CUDA device (asked to run on {target.device_type})" if self.requires_cuda else None
         if target.capability is None:
             return "no CUDA device is available"
         mismatch = self.capability_mismatch(target.capability)

@@ -1,5 +1,11 @@
 import sys
 
-from gpt2.cli import main
+from backends.interrupts import describe, exit_status, stop_on_signals
 
-sys.exit(main())
+with stop_on_signals():
+    try:
+        from gpt2.cli import main
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP while torch imports
+        print(f"\npython -m gpt2: {describe(stop)} while starting; nothing was done", file=sys.stderr)
+        sys.exit(exit_status(stop))
+    sys.exit(main())

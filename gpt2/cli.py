@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from backends import registry
 from backends.environment import Provenance, collect
+from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.precision import FLOAT32
 from backends.registry import Backend, Target
 from gpt2.config import SIZES, ModelDirError
@@ -123,6 +124,9 @@ def make_request(args: argparse.Namespace) -> Request:
         raise UsageError(str(err)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     reason = backend.why_unavailable(Target.of(device), FLOAT32)
+    if reason and args.device is None and device.type == "cpu" and backend.accepts(FLOAT32):
+        on_cpu = ", ".join(b.name for b in registry.BACKENDS if not b.requires_cuda and b.accepts(FLOAT32))
+        raise UsageError(f"{backend.name} needs a CUDA device and none is available (backends that run on a CPU: {on_cpu})")
     if reason:
         raise UsageError(f"{backend.name}: {reason}")
     if args.repeats < 1:
@@ -197,16 +201,17 @@ def print_report(result: Result) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        result = run(make_request(args))
-    except UsageError as err:
-        print(f"python -m gpt2: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\npython -m gpt2: interrupted", file=sys.stderr)
-        return 130
-    if args.json:
-        print(json.dumps(result.to_json()))
-    else:
-        print_report(result)
+    with stop_on_signals():  # SIGTERM and SIGHUP end it as Ctrl-C does
+        try:
+            result = run(make_request(args))
+            if args.json:
+                print(json.dumps(result.to_json()))
+            else:
+                print_report(result)
+        except UsageError as err:
+            print(f"python -m gpt2: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as stop:
+            print(f"\npython -m gpt2: {describe(stop)}", file=sys.stderr)
+            return exit_status(stop)
     return 0

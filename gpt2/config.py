@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+# GPT-2's tokenizer: 50,256 byte-pair ranks and <|endoftext|> (gpt2/tokenizer.py). A model
+# must embed every id it produces.
+TOKENIZER_VOCAB_SIZE = 50257
+
+
 class ModelDirError(ValueError):
     """A model directory that is missing files or holds something that is not GPT-2."""
 
@@ -16,7 +21,7 @@ class GPT2Config:
     n_head: int = 12
     n_embd: int = 768
     n_positions: int = 1024
-    vocab_size: int = 50257
+    vocab_size: int = TOKENIZER_VOCAB_SIZE
     layer_norm_epsilon: float = 1e-5
 
     @property
@@ -50,6 +55,10 @@ class GPT2Config:
                                                         defaults.layer_norm_epsilon))
         if config.n_embd % config.n_head:
             raise ModelDirError(f"{path}: n_embd={config.n_embd} is not divisible by n_head={config.n_head}")
+        if config.vocab_size < TOKENIZER_VOCAB_SIZE:
+            raise ModelDirError(f"{path}: vocab_size={config.vocab_size} is smaller than GPT-2's tokenizer, whose ids "
+                                f"go up to {TOKENIZER_VOCAB_SIZE - 1}: vocab_size must be at least "
+                                f"{TOKENIZER_VOCAB_SIZE}")
         return config
 
     def describe(self) -> str:

@@ -29,6 +29,9 @@ class RandomWeights:
     def config(self) -> GPT2Config:
         return SIZES[self.size]
 
+    def check(self) -> None:
+        """Nothing to check: a released size's architecture."""
+
 
 @dataclass(frozen=True)
 class SnapshotWeights:
@@ -45,6 +48,11 @@ class SnapshotWeights:
 
     def config(self) -> GPT2Config:
         return GPT2Config.from_json(self.directory / "config.json")
+
+    def check(self) -> None:
+        """ModelDirError unless config.json is GPT-2's and every tensor of model.safetensors
+        that the model uses has the shape config.json gives it (the file's header only)."""
+        _check_shapes(self.directory / "model.safetensors", self.config())
 
 
 WeightsSource = RandomWeights | SnapshotWeights
@@ -104,6 +112,40 @@ def resolve(model_dir: str | Path | None, weights: str = "auto", size: str = "sm
     return SnapshotWeights(snapshot, weights)
 
 
+def _our_name(key: str) -> str | None:
+    """A checkpoint tensor's name as our parameter's, or None for one that is not ours.
+
+    GPT2LMHeadModel saves under "transformer."; GPT2Model without a prefix. The causal mask
+    buffers (attn.bias, attn.masked_bias) of old checkpoints and the tied lm_head.weight are
+    not parameters of ours.
+    """
+    key = key.removeprefix("transformer.")
+    if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
+        return None
+    return key
+
+
+def _check_shapes(path: Path, config: GPT2Config) -> None:
+    """ModelDirError naming the first tensor of `path` whose shape is not the one `config`
+    gives it (read from the header; no weights are loaded)."""
+    from safetensors import SafetensorError, safe_open
+
+    with torch.device("meta"):
+        expected = {name: tuple(t.shape) for name, t in GPT2(config, lambda q, k, v, h: q).state_dict().items()}
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            found = {name: tuple(f.get_slice(key).get_shape()) for key in f.keys()
+                     if (name := _our_name(key)) in expected}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ModelDirError(f"{path} is not a readable safetensors file: {err}") from None
+    wrong = [(name, shape) for name, shape in found.items() if shape != expected[name]]
+    if wrong:
+        name, shape = wrong[0]
+        more = f" ({len(wrong) - 1} more tensors differ)" if len(wrong) > 1 else ""
+        raise ModelDirError(f"{path}: tensor {name} has shape {list(shape)}, but config.json's model "
+                            f"({config.describe()}) needs {list(expected[name])}{more}")
+
+
 def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -113,16 +155,7 @@ def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
         raw = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
         raise ModelDirError(f"{path} is not a readable safetensors file: {err}") from None
-    # GPT2LMHeadModel saves under "transformer."; GPT2Model without a prefix. The causal
-    # mask buffers (attn.bias, attn.masked_bias) of old checkpoints and the tied
-    # lm_head.weight are not parameters of ours.
-    state = {}
-    for key, tensor in raw.items():
-        key = key.removeprefix("transformer.")
-        if key.endswith((".attn.bias", ".attn.masked_bias")) or key == "lm_head.weight":
-            continue
-        state[key] = tensor.float()
-    return state
+    return {name: tensor.float() for key, tensor in raw.items() if (name := _our_name(key)) is not None}
 
 
 def build_model(source: WeightsSource, attention: AttentionFn, device: torch.device | str) -> GPT2:
@@ -133,6 +166,7 @@ def build_model(source: WeightsSource, attention: AttentionFn, device: torch.dev
             model = GPT2(config, attention)
         _init_random(model, device, source.seed)
     else:
+        source.check()
         model = GPT2(config, attention)
         state = _load_state_dict(source.directory)
         missing, unexpected = model.load_state_dict(state, strict=False)

@@ -7,13 +7,19 @@ committed results/ folder, and writes <results-dir>/report.md for any other.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shlex
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
 from backends import precision, registry
 from backends.extension import BuildSetupError
+from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
@@ -24,6 +30,11 @@ BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (al
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
+# What an interrupted command leaves, and what running it again does (None: nothing to say).
+ROWS_KEPT = "every finished row is kept; to resume where this one stopped, run the same command again"
+BUILDS_KEPT = "every finished build is kept; to build the rest, run the same command again"
+NOTHING_MEASURED = ("it measures nothing and the results are untouched, but {what} may be left half done; "
+                    "to write them all, run the same command again")
 
 
 class CommandError(Exception):
@@ -71,9 +82,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_jobs(args: argparse.Namespace) -> None:
+    if args.jobs is not None and args.jobs < 1:
+        raise CommandError(f"--jobs must be at least 1 (got {args.jobs}); leave it out for the default")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from harness.build import build_all
 
+    _check_jobs(args)
     try:
         results = build_all(registry.select(args.backends), jobs=args.jobs)
     except BuildSetupError as err:
@@ -89,11 +106,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_compile_check(args: argparse.Namespace) -> int:
     from harness.compile_check import arch_capability, run_compile_check
 
+    _check_jobs(args)
     for arch in args.arch or ():
         try:
             arch_capability(arch)
         except ValueError as err:
-            raise CommandError(str(err)) from None
+            raise CommandError(f"--arch: {err}") from None
     return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
 
 
@@ -149,7 +167,9 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     registry.select(args.backends)
     device = _cuda()
     try:
-        source = bench_e2e.gpt2_model(weights_from_args(args))
+        weights = weights_from_args(args)
+        weights.check()  # before the gate, not after it
+        source = bench_e2e.gpt2_model(weights)
     except ModelDirError as err:
         raise CommandError(str(err)) from None
     backends, excluded = _gated(args, registry.TOKENS_REFERENCE)
@@ -178,7 +198,7 @@ def cmd_try(args: argparse.Namespace) -> int:
         try:
             arch_capability(args.arch)
         except ValueError as err:
-            raise CommandError(str(err)) from None
+            raise CommandError(f"--arch: {err}") from None
     device = None if args.compile_only else _cuda("--compile-only works without one")
     # The variants' own versions, unless --against names others; the kernel reference is always timed.
     against = registry.select(args.against) if args.against else list({s.base.name: s.base for s in specs}.values())
@@ -254,10 +274,52 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
     return 0
 
 
+def folder_to_read(path: Path, argument: str) -> Path:
+    """`path`, the value of `argument`, as a folder results are read from: CommandError unless
+    it exists, is a folder and can be read."""
+    if not path.exists():
+        raise CommandError(f"{argument} {_shown(path)} does not exist: name a folder of results (one subfolder "
+                           "per GPU, as ./run_all.sh --results-dir DIR writes them)")
+    if not path.is_dir():
+        raise CommandError(f"{argument} {_shown(path)} is a file: name a folder of results")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise CommandError(f"{argument} {_shown(path)} cannot be read (permission denied)")
+    return path
+
+
+def folder_to_write(folder: Path, argument: str, value: Path | None = None, hint: str = "") -> Path:
+    """`folder`, where the value of `argument` (`value`, default `folder`) has us write: created
+    if missing; CommandError unless that works and a file can be written there."""
+    named = f"{argument} {_shown(value or folder)}"
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise CommandError(f"{named}: {_shown(blocking)} is a file, not a folder{hint}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CommandError(f"{named}: cannot create the folder {_shown(folder)} ({err.strerror}){hint}") from None
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise CommandError(f"{named}: cannot write in {_shown(folder)} ({err.strerror}){hint}") from None
+    return folder
+
+
+@contextlib.contextmanager
+def _writing() -> Iterator[None]:
+    """An OSError while figures or tables are written (a read-only subfolder, a full disk)
+    as one line that names the file."""
+    try:
+        yield
+    except OSError as err:
+        raise CommandError(f"cannot write {err.filename or 'a file'}: {err.strerror or err}") from None
+
+
 def _load_results(args: argparse.Namespace) -> list:
     from harness.tables import load_all
 
-    gpus = load_all(args.results_dir)
+    gpus = load_all(folder_to_read(args.results_dir, "--results-dir"))
     for r in gpus:
         for problem in r.problems:
             print(f"warning: {problem}", file=sys.stderr)
@@ -269,8 +331,12 @@ def _load_results(args: argparse.Namespace) -> list:
 def cmd_plot(args: argparse.Namespace) -> int:
     from harness.plots import plot_all
 
-    for path in plot_all(_load_results(args), args.plots_dir):
-        print(f"wrote {_shown(path)}")
+    gpus = _load_results(args)
+    if gpus:
+        folder_to_write(args.plots_dir, "--plots-dir")
+    with _writing():
+        for path in plot_all(gpus, args.plots_dir):
+            print(f"wrote {_shown(path)}")
     return 0
 
 
@@ -280,11 +346,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     gpus = _load_results(args)
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
-        for path in update_readmes(gpus, args.plots_dir, args.results_dir):
+        with _writing():
+            updated = update_readmes(gpus, args.plots_dir, args.results_dir)
+        for path in updated:
             print(f"updated {_shown(path)}")
+        if not updated:
+            print("README.md and versions/*/README.md unchanged: their tables already match the results")
+        return 0
+    output = args.output or args.results_dir / REPORT_NAME
+    if args.output is None:
+        folder_to_write(args.results_dir, "--results-dir", hint="; write the report elsewhere with --output FILE")
+    elif output.is_dir():
+        raise CommandError(f"--output {_shown(output)} is a folder: name the file to write")
     else:
-        path = write_report(gpus, args.plots_dir, args.results_dir, args.output or args.results_dir / REPORT_NAME)
-        print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
+        folder_to_write(output.parent, "--output", output)
+    with _writing():
+        path = write_report(gpus, args.plots_dir, args.results_dir, output)
+    print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
     return 0
 
 
@@ -310,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "set TORCH_CUDA_ARCH_LIST (e.g. 9.0)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--jobs", type=int, default=None, help="versions built at once (default: cores / 2)")
-    p.set_defaults(func=cmd_build)
+    p.set_defaults(func=cmd_build, on_stop=BUILDS_KEPT)
 
     p = sub.add_parser("compile-check", help="compile every attention.cu with nvcc alone (no GPU): registers, "
                                              "shared memory, spills, and the launch configuration")
@@ -324,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
     results_dir(p)
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=cmd_check, on_stop=ROWS_KEPT)
 
     for name, func, help_text in (
             ("bench-kernels", cmd_bench_kernels, "device time and call time of every backend's op (GPU)"),
@@ -340,12 +418,12 @@ def build_parser() -> argparse.ArgumentParser:
         results_dir(p)
         if name == "bench-e2e":
             add_weights_arguments(p)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, on_stop=ROWS_KEPT)
 
     p = sub.add_parser("plot", help="draw <plots-dir>/<gpu>/ from <results-dir>/<gpu>/*.csv (no GPU needed)")
     results_dir(p)
     plots_dir(p)
-    p.set_defaults(func=cmd_plot)
+    p.set_defaults(func=cmd_plot, on_stop=NOTHING_MEASURED.format(what="the figures"))
 
     p = sub.add_parser("report", help="regenerate the README tables (from the committed results/ only) or write "
                                       "<results-dir>/report.md")
@@ -353,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     plots_dir(p)
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
                    help="write the tables to FILE instead of updating README.md and versions/*/README.md")
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=cmd_report, on_stop=NOTHING_MEASURED.format(what="the tables"))
 
     p = sub.add_parser("try", help="development: kernel variants (a version's kernel file with patches "
                                    "applied) checked against float64 and timed beside registry backends; nothing "
@@ -403,14 +481,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stop_message(stop: KeyboardInterrupt, args: argparse.Namespace, argv: list[str]) -> str:
+    """One line: what stopped the command, what it leaves and the command that resumes it."""
+    on_stop = getattr(args, "on_stop", None)
+    if on_stop is None:
+        return f"python -m harness: {describe(stop)}"
+    return f"python -m harness: {describe(stop)}; {on_stop}: python -m harness {shlex.join(argv)}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
-        print(f"python -m harness: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\npython -m harness: interrupted; every finished row is kept, and the same command resumes "
-              "where this one stopped", file=sys.stderr)
-        return 130
+    with stop_on_signals():  # SIGTERM and SIGHUP end it as Ctrl-C does
+        try:
+            return args.func(args)
+        except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
+            print(f"python -m harness: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as stop:
+            print(f"\n{stop_message(stop, args, argv)}", file=sys.stderr)
+            return exit_status(stop)

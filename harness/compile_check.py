@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from backends.extension import BASE_CUDA_FLAGS, COMMON_DIR, Arch, arch_for, find_nvcc
-from backends.registry import Backend, Capability, CudaVersion, capability_text
+from backends.registry import OLDEST_CAPABILITY, Backend, Capability, CudaVersion, arch_digits, capability_text
 from harness.study import HEADLINE_SHAPES, Shape
 
 DEFAULT_ARCHS = ("sm_90", "sm_75")  # Hopper (our GPUs) and Turing (the original GTX 1660 Super)
@@ -95,11 +95,17 @@ class CompileError(RuntimeError):
 
 
 def parse_arch(arch: str) -> Arch:
-    """'sm_90' -> Arch((9, 0)); 'sm_90a' -> Arch((9, 0), arch_specific=True)."""
+    """'sm_90' -> Arch((9, 0)); 'sm_90a' -> Arch((9, 0), arch_specific=True). ValueError for a
+    name it cannot read, or an architecture older than every version's."""
     match = _ARCH.match(arch)
     if not match:
         raise ValueError(f"cannot read the architecture {arch!r}; use names such as sm_90 or sm_75")
-    return Arch((int(match[1]), int(match[2])), arch_specific=bool(match[3]))
+    parsed = Arch((int(match[1]), int(match[2])), arch_specific=bool(match[3]))
+    if parsed.capability < OLDEST_CAPABILITY:
+        raise ValueError(f"{arch} is compute capability {capability_text(parsed.capability)}, older than any the "
+                         f"study builds for: use sm_{arch_digits(OLDEST_CAPABILITY)} (compute capability "
+                         f"{capability_text(OLDEST_CAPABILITY)}) or newer")
+    return parsed
 
 
 def arch_capability(arch: str) -> Capability:

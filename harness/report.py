@@ -212,18 +212,29 @@ def versions_table() -> str:
     return _table(["version", "step", "extra nvcc flags", "q, k, v layout", "runs on"], rows)
 
 
+def _write_if_changed(path: Path, text: str, old: str) -> bool:
+    """Write `text` unless the file already holds it (`old`); True if it was written."""
+    if text == old:
+        return False
+    path.write_text(text)
+    return True
+
+
 def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path) -> list[Path]:
-    """Rewrite the generated blocks of README.md and versions/*/README.md."""
-    text = replace_block(README.read_text(), "versions", versions_table())
-    README.write_text(replace_block(text, "results", results_block(gpus, plots_dir, README, results_dir)))
-    written = [README]
+    """Rewrite the generated blocks of README.md and versions/*/README.md; the files whose
+    content changed (the others are not touched)."""
+    old = README.read_text()
+    text = replace_block(old, "versions", versions_table())
+    text = replace_block(text, "results", results_block(gpus, plots_dir, README, results_dir))
+    written = [README] if _write_if_changed(README, text, old) else []
     rows = registry.versions()
     for i, version in enumerate(rows):
         previous = rows[i - 1].name if i else registry.TOKENS_REFERENCE
         path = version.source_dir / "README.md"
         body = "\n\n".join(version_section(r, version.name, previous) for r in gpus) or "_Not measured yet._"
-        path.write_text(replace_block(path.read_text(), "measured", body))
-        written.append(path)
+        old = path.read_text()
+        if _write_if_changed(path, replace_block(old, "measured", body), old):
+            written.append(path)
     return written
 
 

@@ -176,7 +176,7 @@ class Table(Generic[R]):
             return ReadResult([], [])
         rows: list[R] = []
         problems: list[str] = []
-        with path.open(newline="") as f:
+        with _open_text(path) as f:
             reader = csv.reader(f)
             header = next(reader, [])
             self._check_header(path, header)
@@ -184,12 +184,18 @@ class Table(Generic[R]):
                 if not fields:
                     continue
                 try:
+                    _check_utf8(fields)
                     rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
                 except ValueError as err:
                     problems.append(f"{path}:{reader.line_num}: skipped a damaged row ({err})")
         return ReadResult(rows, problems)
 
     def _check_header(self, path: Path, header: list[str]) -> None:
+        try:
+            _check_utf8(header)
+        except ValueError as err:
+            raise ResultsFileError(f"{path}:1: the header is damaged ({err}): move the file away, or measure "
+                                   "again into a fresh folder (e.g. --results-dir)") from None
         missing = [c for c in self.columns if c not in header]
         extra = [c for c in header if c not in self.columns]
         if missing or extra:
@@ -213,12 +219,12 @@ class Table(Generic[R]):
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists() or path.stat().st_size == 0
         if not new:
-            with path.open(newline="") as f:
+            with _open_text(path) as f:
                 self._check_header(path, next(csv.reader(f), []))
             with path.open("rb") as f:
                 f.seek(-1, os.SEEK_END)
                 cut_short = f.read(1) != b"\n"  # a row cut short by a crash: start a new line
-        with path.open("a", newline="") as f:
+        with path.open("a", newline="", encoding="utf-8") as f:
             if not new and cut_short:
                 f.write("\n")
             writer = csv.writer(f)
@@ -229,6 +235,20 @@ class Table(Generic[R]):
             writer.writerow([_format(flat[c]) for c in self.columns])
             f.flush()
             os.fsync(f.fileno())
+
+
+def _open_text(path: Path) -> typing.TextIO:
+    """`path` as UTF-8 text for csv; a byte that is not UTF-8 reads as a surrogate, which
+    _check_utf8 reports with its row instead of failing the whole file."""
+    return path.open(newline="", encoding="utf-8", errors="surrogateescape")
+
+
+def _check_utf8(fields: list[str]) -> None:
+    """ValueError naming the first byte of `fields` that was not UTF-8 (see _open_text)."""
+    for field in fields:
+        for char in field:
+            if "\udc80" <= char <= "\udcff":
+                raise ValueError(f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 
 
 def _parse_value(text: str, kind: object, name: str) -> object:

@@ -3,10 +3,14 @@ non-zero exit instead of a traceback. Refusals run in-process (fast); each entry
 (python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,8 +51,14 @@ def test_unknown_backend_lists_valid_names(capsys):
 
 
 def test_cuda_only_backend_without_cuda(capsys):
-    gpt2(["--backend", "v05"], capsys, "v05 needs a CUDA device")
-    gpt2(["--backend", "sdpa-efficient", "--device", "cpu"], capsys, "needs a CUDA device")
+    """Without --device the device is chosen for the user: say there is no GPU (it said 'v05: v05
+    needs a CUDA device (asked to run on cpu)', the name twice, of a device nobody asked for)."""
+    err = gpt2(["--backend", "v05"], capsys, "v05 needs a CUDA device and none is available (backends that run on "
+                                             "a CPU: naive, sdpa-math)")
+    assert err.count("v05") == 1 and "asked" not in err
+    err = gpt2(["--backend", "sdpa-efficient", "--device", "cpu"], capsys,
+               "sdpa-efficient: needs a CUDA device (asked to run on cpu)")
+    assert err.count("sdpa-efficient") == 1
 
 
 def test_float32_unavailable_backend(capsys):
@@ -94,6 +104,31 @@ def test_malformed_weights(tmp_path, capsys):
          "not a readable safetensors file")
 
 
+def test_model_dir_with_a_wrongly_shaped_tensor(tmp_path, capsys, monkeypatch):
+    """Named with its shape and the shape config.json gives it, by python -m gpt2 and by the
+    end-to-end benchmark before its correctness gate (here on the CPU)."""
+    from safetensors.torch import save_file
+
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128}))
+    save_file({"transformer.h.1.attn.c_attn.weight": torch.zeros(128, 100)}, str(tmp_path / "model.safetensors"))
+    message = ("model.safetensors: tensor h.1.attn.c_attn.weight has shape [128, 100], but config.json's model "
+               "(2 layers, 2 heads, width 128) needs [128, 384]")
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"], capsys, message)
+    monkeypatch.setattr(harness_cli, "_cuda", lambda *args: torch.device("cpu"))
+    harness(["bench-e2e", "--model-dir", str(tmp_path)], capsys, message)
+
+
+def test_vocabulary_smaller_than_the_tokenizer(tmp_path, capsys):
+    from gpt2.config import TOKENIZER_VOCAB_SIZE
+    from gpt2.tokenizer import load_tokenizer
+
+    assert load_tokenizer().n_vocab == TOKENIZER_VOCAB_SIZE
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 128, "vocab_size": 100}))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 16)
+    gpt2(["--model-dir", str(tmp_path), "--device", "cpu", "--tokens", "10"], capsys,
+         "config.json: vocab_size=100 is smaller than GPT-2's tokenizer", "at least 50257")
+
+
 def test_ctrl_c_says_interrupted(monkeypatch, capsys):
     def interrupted(request):
         raise KeyboardInterrupt
@@ -132,12 +167,20 @@ def test_harness_gpu_steps_without_gpu(capsys, command):
     harness([command], capsys, "no CUDA device is available", "--plots-only")
 
 
-def test_harness_ctrl_c_keeps_rows(monkeypatch, capsys):
+def test_harness_ctrl_c_says_what_is_kept_and_how_to_resume(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness_cli, "cmd_list", interrupted)
-    refused(harness_cli.main, ["list"], capsys, "interrupted", "resumes", status=130)
+    for name in ("cmd_bench_kernels", "cmd_build", "cmd_plot", "cmd_list"):
+        monkeypatch.setattr(harness_cli, name, interrupted)
+    refused(harness_cli.main, ["bench-kernels", "--backends", "naive,v01"], capsys, "interrupted; every finished row "
+            "is kept; to resume where this one stopped, run the same command again: python -m harness bench-kernels "
+            "--backends naive,v01", status=130)
+    refused(harness_cli.main, ["build"], capsys, "every finished build is kept", "python -m harness build",
+            status=130)
+    err = refused(harness_cli.main, ["plot"], capsys, "it measures nothing", "run the same command again", status=130)
+    assert "row" not in err and "resume" not in err, "a plot keeps no rows and resumes nothing"
+    assert refused(harness_cli.main, ["list"], capsys, status=130).strip() == "python -m harness: interrupted"
 
 
 def test_build_without_a_gpu_says_what_to_set(monkeypatch, capsys):
@@ -157,6 +200,24 @@ def test_compile_check_refuses_a_malformed_arch(capsys):
     harness(["compile-check", "--arch", "hopper"], capsys, "cannot read the architecture 'hopper'")
 
 
+@pytest.mark.parametrize("argv,arch,capability", [
+    (["compile-check", "--arch", "sm_13"], "sm_13", "1.3"),
+    (["compile-check", "--arch", "sm_75", "--arch", "sm_50"], "sm_50", "5.0"),
+    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16_1_k_float2.patch"], "sm_61", "6.1"),
+], ids=["sm_13", "sm_50", "try"])
+def test_an_architecture_older_than_every_version_is_refused(capsys, monkeypatch, argv, arch, capability):
+    """sm_13 exited 0 with every version skipped; the oldest the study builds for is 7.5."""
+    monkeypatch.chdir(PROJECT_ROOT)
+    harness(argv, capsys, f"--arch: {arch} is compute capability {capability}, older than any the study builds for: "
+                          "use sm_75 (compute capability 7.5) or newer")
+
+
+@pytest.mark.parametrize("command", ["build", "compile-check"])
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_must_be_positive(capsys, command, jobs):
+    harness([command, "--jobs", jobs], capsys, f"--jobs must be at least 1 (got {jobs})")
+
+
 def test_plot_and_report_without_results(tmp_path, capsys):
     results, plots = tmp_path / "results", tmp_path / "plots"
     (results / "some-gpu").mkdir(parents=True)  # an empty GPU folder
@@ -165,6 +226,112 @@ def test_plot_and_report_without_results(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "no results under" in out, out
     assert "No results yet" in (results / "report.md").read_text()
+
+
+FIXTURE_KERNELS = PROJECT_ROOT / "tests" / "fixtures" / "results" / "fixture-gpu-a-synthetic-numbers" / "kernels.csv"
+
+
+def results_with_kernel_rows(results: Path, rows: int = 4) -> Path:
+    """A results folder of one GPU with the first `rows` rows of the fixtures' kernels.csv."""
+    path = results / "some-gpu" / "kernels.csv"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n".join(FIXTURE_KERNELS.read_bytes().split(b"\n")[:rows + 1]) + b"\n")
+    return path
+
+
+def test_a_byte_that_is_not_utf8_in_a_results_file(tmp_path, capsys):
+    """Issue 20 items 3-4: in a row, the row is skipped with its file and line; in the header,
+    the file is refused. Never a UnicodeDecodeError."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    path = results_with_kernel_rows(results)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"ok", b"o\xffk", 1)
+    path.write_bytes(b"\n".join(lines))
+    for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+        assert harness_cli.main([*command, "--results-dir", str(results)]) == 0
+        err = capsys.readouterr().err
+        assert f"warning: {path}:3: skipped a damaged row (not UTF-8 text: byte 0xff)" in err, err
+        assert "Traceback" not in err
+    path.write_bytes(path.read_bytes().replace(b"backend", b"back\xe9nd", 1))
+    for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+        harness([*command, "--results-dir", str(results)], capsys,
+                f"{path}:1: the header is damaged (not UTF-8 text: byte 0xe9)")
+
+
+def test_plot_and_report_read_results_from_an_existing_folder(tmp_path, capsys):
+    """Not a traceback (a file), not an empty success that creates the folder (missing)."""
+    missing, a_file = tmp_path / "missing", tmp_path / "a-file"
+    a_file.write_text("")
+    for command in (["report"], ["plot", "--plots-dir", str(tmp_path / "plots")]):
+        harness([*command, "--results-dir", str(missing)], capsys, f"--results-dir {missing} does not exist")
+        harness([*command, "--results-dir", str(a_file)], capsys, f"--results-dir {a_file} is a file")
+    assert not missing.exists()
+
+
+def test_plot_and_report_write_where_a_folder_can_be(tmp_path, capsys):
+    results = tmp_path / "results"
+    results_with_kernel_rows(results)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(a_file / "plots")], capsys,
+            f"--plots-dir {a_file / 'plots'}: {a_file} is a file, not a folder")
+    harness(["report", "--results-dir", str(results), "--output", str(a_file / "report.md")], capsys,
+            f"--output {a_file / 'report.md'}: {a_file} is a file, not a folder")
+    harness(["report", "--results-dir", str(results), "--output", str(tmp_path)], capsys,
+            f"--output {tmp_path} is a folder")
+
+
+def test_plot_and_report_refuse_a_folder_they_cannot_write_in(tmp_path, capsys, monkeypatch):
+    """A read-only folder, as the operating system reports it (here simulated: root writes
+    anywhere; the run_all.sh test below uses a real one)."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    results_with_kernel_rows(results)
+    plots.mkdir()
+    read_only = {results, plots}
+    real = tempfile.TemporaryFile
+
+    def temporary_file(*, dir: Path):
+        if Path(dir) in read_only:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+        return real(dir=dir)
+
+    monkeypatch.setattr(harness_cli.tempfile, "TemporaryFile", temporary_file)
+    harness(["report", "--results-dir", str(results)], capsys,
+            f"--results-dir {results}: cannot write in {results} (Read-only file system); write the report "
+            "elsewhere with --output FILE")
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(plots)], capsys,
+            f"--plots-dir {plots}: cannot write in {plots} (Read-only file system)")
+    assert harness_cli.main(["report", "--results-dir", str(results), "--output", str(tmp_path / "r.md")]) == 0
+
+    def plot_all(gpus, plots_dir: Path):  # a GPU's subfolder is read-only
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plots_dir / "some-gpu" / "a.png"))
+
+    monkeypatch.setattr("harness.plots.plot_all", plot_all)
+    harness(["plot", "--results-dir", str(results), "--plots-dir", str(tmp_path / "elsewhere")], capsys,
+            f"cannot write {tmp_path / 'elsewhere' / 'some-gpu' / 'a.png'}: Permission denied")
+
+
+def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsys):
+    """It said 'updated README.md' also when nothing changed; an unchanged file is not rewritten."""
+    import dataclasses
+
+    from backends import registry
+    from harness import report
+
+    readme, notes = tmp_path / "README.md", tmp_path / "v01" / "README.md"
+    notes.parent.mkdir()
+    readme.write_text("# study\n")
+    notes.write_text("# v01\n")
+    monkeypatch.setattr(report, "README", readme)
+    v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
+    monkeypatch.setattr(registry, "versions", lambda: [v01])
+    assert harness_cli.main(["report"]) == 0  # the committed results
+    assert capsys.readouterr().out.split("\n")[:2] == [f"updated {readme}", f"updated {notes}"]
+    written = readme.stat().st_mtime_ns, notes.stat().st_mtime_ns
+    assert harness_cli.main(["report"]) == 0
+    assert capsys.readouterr().out == ("README.md and versions/*/README.md unchanged: their tables already match the "
+                                       "results\n")
+    assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
 
 
 def test_list_shows_where_each_backend_runs(capsys):
@@ -229,6 +396,44 @@ def test_run_all_installs_nothing_outside_a_virtual_environment(tmp_path):
 def test_run_all_rejects_unknown_option():
     proc = run("bash", "run_all.sh", "--bogus")
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
+
+
+def test_run_all_refuses_an_unknown_backend_before_anything_runs(tmp_path):
+    """--plots-only used to ignore --backends v99 and draw."""
+    proc = run("bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir", str(tmp_path),
+               "--plots-dir", str(tmp_path), env={**ENV, "PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("run_all.sh: --backends: unknown backend 'v99'; valid backends: naive,"), proc.stderr
+    assert "==" not in proc.stdout, "no stage may run"
+
+
+def read_only_run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    """`args` run with `folder` read-only: by chmod, or for root (who writes through any
+    permission bits) on a read-only bind mount of its own; skips where neither can be had."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return run(*args, env=env)
+        finally:
+            folder.chmod(0o755)
+    mount = 'mount --bind -o ro "$0" "$0"'
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "sh", "-c", mount, str(folder)],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("root cannot make a read-only folder here (no unshare -m / mount --bind)")
+    return run("unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', str(folder), *args, env=env)
+
+
+def test_run_all_plots_only_with_a_read_only_plots_dir(tmp_path):
+    """Issue 20 item 10: the plots stage says so in one line, and the sweep stops there."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    results_with_kernel_rows(results)
+    plots.mkdir()
+    proc = read_only_run(plots, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results), "--plots-dir",
+                         str(plots), env={**ENV, "PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"python -m harness: error: --plots-dir {plots}: cannot write in {plots} (" in proc.stderr
+    assert "== report" not in proc.stdout
 
 
 def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
