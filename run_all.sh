@@ -14,6 +14,8 @@ Usage: ./run_all.sh [options]
   --quick             a few shapes and token counts (under 3 minutes on an H100)
   --backends LIST     only these backends, e.g. naive,sdpa-efficient,v10,v11 (default: all;
                       with --quick, all but those the registry leaves out of a quick sweep)
+  --dtypes LIST       only these dtypes, e.g. float32 or bfloat16,float16 (default: all three;
+                      each backend is measured in each of them that it takes)
   --results-dir DIR   where the CSVs go (default: results/); e.g. a temporary folder for a trial
   --plots-dir DIR     where the figures go (default: plots/)
   --model-dir DIR     real GPT-2 weights from a local snapshot (config.json + model.safetensors);
@@ -28,13 +30,15 @@ USAGE
 }
 
 original_args=("$@")  # for the line that says how to resume
-quick=() backends="" plots_only=0 fresh=() results=() plots=() model=()
+quick=() backends="" dtypes=all plots_only=0 fresh=() results=() plots=() model=()
 need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --backends) need_value "$@"; backends="$2"; shift ;;
     --backends=*) backends="${1#*=}" ;;
+    --dtypes) need_value "$@"; dtypes="$2"; shift ;;
+    --dtypes=*) dtypes="${1#*=}" ;;
     --results-dir) need_value "$@"; results=(--results-dir "$2"); shift ;;
     --results-dir=*) results=(--results-dir "${1#*=}") ;;
     --plots-dir) need_value "$@"; plots=(--plots-dir "$2"); shift ;;
@@ -151,6 +155,16 @@ stage() {  # stage NAME COMMAND...: run, time and record it
   stage_names+=("$name") stage_seconds+=($((SECONDS - start))) stage_status+=("$status")
   return $status
 }
+# The GPU stages' wall times, stored beside the results (the report shows them), also when the
+# sweep was stopped part-way (the stopped stage is named so).
+record_stages() {
+  [[ ${#stage_names[@]} -gt 0 ]] || return 0
+  local recorded=() i
+  for i in "${!stage_names[@]}"; do recorded+=("${stage_names[$i]}:${stage_seconds[$i]}:${stage_status[$i]}"); done
+  "${harness[@]}" record-stages --run "$run_started" --mode "$([[ ${#quick[@]} -gt 0 ]] && echo quick || echo full)" \
+    --backends "$backends" --dtypes "$dtypes" "${results[@]}" "${recorded[@]}" \
+    || echo "run_all.sh: the stage times were not stored" >&2
+}
 # Ctrl-C, SIGTERM (a scheduler's time limit, `timeout`, `kill`) and SIGHUP (a dropped
 # session) end the sweep alike: the running stage gets the signal too and keeps every row it
 # finished, the stage times are printed, then one line says how to resume.
@@ -168,6 +182,7 @@ stopped() {  # stopped SIGNAL EXIT_STATUS
   fi
   trap - EXIT
   print_times
+  [[ $plots_only -eq 1 ]] || record_stages
   local command=$0
   [[ ${#original_args[@]} -eq 0 ]] || command+=$(printf ' %q' "${original_args[@]}")
   printf '\nrun_all.sh: %s; %s, run the same command again: %s\n' "$what" "$kept" "$command" >&2
@@ -186,17 +201,13 @@ if [[ $plots_only -eq 0 ]]; then
   # A version that fails to build is reported, and the gate leaves it out; the others go on.
   stage build "${harness[@]}" build --backends "$backends" || [[ $? -eq 1 ]]
   # A backend that fails the gate is reported and left out of the timings; the others go on.
-  stage "correctness gate" "${harness[@]}" check --backends "$backends" "${fresh[@]}" "${results[@]}" \
-    || echo "some backends failed the gate or cannot run here: see above"
-  stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" "${quick[@]}" "${fresh[@]}" \
-    "${results[@]}"
-  stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" "${quick[@]}" "${fresh[@]}" \
-    "${results[@]}" "${model[@]}"
-  # The GPU stages' wall times, stored beside the results (the report shows them).
-  recorded=()
-  for i in "${!stage_names[@]}"; do recorded+=("${stage_names[$i]}:${stage_seconds[$i]}:${stage_status[$i]}"); done
-  "${harness[@]}" record-stages --run "$run_started" --mode "$([[ ${#quick[@]} -gt 0 ]] && echo quick || echo full)" \
-    --backends "$backends" "${results[@]}" "${recorded[@]}" || echo "run_all.sh: the stage times were not stored"
+  stage "correctness gate" "${harness[@]}" check --backends "$backends" --dtypes "$dtypes" "${fresh[@]}" \
+    "${results[@]}" || echo "some backends failed the gate or cannot run here: see above"
+  stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
+    "${fresh[@]}" "${results[@]}"
+  stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
+    "${fresh[@]}" "${results[@]}" "${model[@]}"
+  record_stages
 fi
 stage plots "${harness[@]}" plot "${results[@]}" "${plots[@]}"
 stage report "${harness[@]}" report "${results[@]}" "${plots[@]}"

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from backends import registry
 from backends.environment import Provenance, collect
 from backends.interrupts import describe, exit_status, stop_on_signals
-from backends.precision import FLOAT32
+from backends.precision import EVERY, FLOAT32, torch_dtype
 from backends.registry import Backend, Target
 from gpt2.config import SIZES, ModelDirError
 from gpt2.timing import GenerationPlan, Spread, time_eager, time_graph
@@ -30,6 +30,7 @@ class Request:
     """What to run, checked: everything `run` needs and nothing it must still validate."""
 
     backend: Backend
+    dtype: str  # backends/precision.py: the model's weights and activations
     device: torch.device
     weights: WeightsSource
     plan: GenerationPlan
@@ -41,6 +42,7 @@ class Request:
 @dataclass(frozen=True)
 class Result:
     backend: str
+    dtype: str
     weights: str
     tokens: int
     prompt_tokens: int
@@ -63,7 +65,7 @@ class Result:
         def spread(s: Spread | None) -> dict | None:
             return None if s is None else {"median": s.median, "min": s.min, "max": s.max, "all": list(s.values)}
 
-        return {"backend": self.backend, "weights": self.weights, "tokens": self.tokens,
+        return {"backend": self.backend, "dtype": self.dtype, "weights": self.weights, "tokens": self.tokens,
                 "prompt_tokens": self.prompt_tokens, "generated_tokens": self.generated,
                 "repeats": self.repeats, "token_ids": list(self.token_ids), "text": self.text,
                 "seconds_eager": spread(self.eager), "seconds_gpu": spread(self.gpu), "gpu_method": self.gpu_method,
@@ -105,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="total tokens including the 8-token prompt (default: 64)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help="default: cuda when available, else cpu")
+    parser.add_argument("--dtype", choices=EVERY, default=FLOAT32,
+                        help="the model's weights (cast once) and activations (default: float32); the backend "
+                             "must take it (python -m harness list)")
     parser.add_argument("--repeats", type=int, default=3, metavar="R",
                         help="timed runs (and graph replays) after one warm-up; the median is reported "
                              "(default: 3)")
@@ -123,9 +128,9 @@ def make_request(args: argparse.Namespace) -> Request:
     except registry.UnknownBackendError as err:
         raise UsageError(str(err)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    reason = backend.why_unavailable(Target.of(device), FLOAT32)
-    if reason and args.device is None and device.type == "cpu" and backend.accepts(FLOAT32):
-        on_cpu = ", ".join(b.name for b in registry.BACKENDS if not b.requires_cuda and b.accepts(FLOAT32))
+    reason = backend.why_unavailable(Target.of(device), args.dtype)
+    if reason and args.device is None and device.type == "cpu" and backend.accepts(args.dtype):
+        on_cpu = ", ".join(b.name for b in registry.BACKENDS if not b.requires_cuda and b.accepts(args.dtype))
         raise UsageError(f"{backend.name} needs a CUDA device and none is available (backends that run on a CPU: {on_cpu})")
     if reason:
         raise UsageError(f"{backend.name}: {reason}")
@@ -140,7 +145,7 @@ def make_request(args: argparse.Namespace) -> Request:
     if not len(prompt_ids) < args.tokens <= context:
         raise UsageError(f"--tokens must be larger than the prompt ({len(prompt_ids)} tokens) and at "
                          f"most the model's context ({context}), got {args.tokens}")
-    return Request(backend=backend, device=device, weights=weights,
+    return Request(backend=backend, dtype=args.dtype, device=device, weights=weights,
                    plan=GenerationPlan(prompt_ids, (args.tokens,)), repeats=args.repeats,
                    graph=device.type == "cuda" and not args.no_graph,
                    progress=not args.json and sys.stderr.isatty())
@@ -148,10 +153,12 @@ def make_request(args: argparse.Namespace) -> Request:
 
 def run(request: Request) -> Result:
     try:
-        model = build_model(request.weights, request.backend.attention(request.device, FLOAT32), request.device)
+        model = build_model(request.weights, request.backend.attention(request.device, request.dtype),
+                            request.device, torch_dtype(request.dtype))
     except ModelDirError as err:
         raise UsageError(str(err)) from None
     plan = request.plan
+    request.backend.prepare_generation(request.device, plan.total)
     steps = (1 + request.repeats) * plan.generated(plan.total)  # warm-up and timed runs
     with tqdm(total=steps, desc=f"{request.backend.name}, eager", unit="token", file=sys.stderr,
               disable=not request.progress, leave=False) as bar:
@@ -168,7 +175,7 @@ def run(request: Request) -> Result:
             error, match = f"{type(err).__name__}: {str(err).splitlines()[0]}", None
     else:
         match = None
-    return Result(backend=request.backend.name, weights=request.weights.describe(), tokens=plan.total,
+    return Result(backend=request.backend.name, dtype=request.dtype, weights=request.weights.describe(), tokens=plan.total,
                   prompt_tokens=plan.prompt_len, repeats=request.repeats, token_ids=eager.token_ids,
                   text=load_tokenizer().decode(list(eager.token_ids)), eager=eager.seconds[plan.total], gpu=gpu,
                   gpu_method=method, graph_error=error, graph_tokens_match_eager=match,
@@ -183,7 +190,7 @@ def _spread_line(spread: Spread, generated: int) -> str:
 
 def print_report(result: Result) -> None:
     peak = result.peak_memory_bytes
-    print(f"backend        {result.backend}")
+    print(f"backend        {result.backend} ({result.dtype})")
     print(f"weights        {result.weights}")
     print(f"device         {result.provenance.gpu} (torch {result.provenance.torch}, commit {result.provenance.commit})")
     print(f"tokens         {result.tokens} ({result.prompt_tokens} prompt + {result.generated} generated), "

@@ -158,8 +158,11 @@ def _load_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     return {name: tensor.float() for key, tensor in raw.items() if (name := _our_name(key)) is not None}
 
 
-def build_model(source: WeightsSource, attention: AttentionFn, device: torch.device | str) -> GPT2:
-    """The model with its weights on `device`, in float32 and eval mode."""
+def build_model(source: WeightsSource, attention: AttentionFn, device: torch.device | str,
+                dtype: torch.dtype = torch.float32) -> GPT2:
+    """The model with its weights on `device`, in eval mode: made in float32 (random weights
+    drawn, or a snapshot loaded, as float32), then cast once to `dtype`; activations then run
+    in that dtype as PyTorch runs them."""
     config = source.config()
     if isinstance(source, RandomWeights):
         with torch.device(device):
@@ -174,7 +177,7 @@ def build_model(source: WeightsSource, attention: AttentionFn, device: torch.dev
             raise ModelDirError(f"{source.directory}: weights do not match GPT-2 ({len(missing)} missing, "
                                 f"e.g. {missing[:3]}; {len(unexpected)} unexpected, e.g. {unexpected[:3]})")
         model.to(device)
-    return model.eval().requires_grad_(False)
+    return model.to(dtype).eval().requires_grad_(False)
 
 
 def _init_random(model: GPT2, device: torch.device | str, seed: int) -> None:

@@ -25,6 +25,8 @@ from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
 from harness.study import KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
 
+DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all' (default); each backend is "
+               "measured in each of them that it takes (python -m harness list says which)")
 BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (all but those a quick sweep "
                  "leaves out); see `python -m harness list`")
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
@@ -115,6 +117,14 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
 
 
+def _dtypes(args: argparse.Namespace) -> list[str]:
+    """The --dtypes selection, checked."""
+    try:
+        return precision.select(args.dtypes)
+    except precision.UnknownDtypeError as err:
+        raise CommandError(f"--dtypes: {err}") from None
+
+
 def cmd_sanitize_workload(args: argparse.Namespace) -> int:
     from harness.sanitize import run_workload
 
@@ -127,34 +137,37 @@ def cmd_sanitize_workload(args: argparse.Namespace) -> int:
     return run_workload(runnable, device)  # type: ignore[arg-type]
 
 
-def _gated(args: argparse.Namespace, required: str) -> tuple[list[Backend], dict[str, str]]:
-    """The selected backends with `required` (what the step compares against) first, and
-    those to leave out with why: failed the correctness gate or cannot run here."""
+def _gated(args: argparse.Namespace, dtypes: list[str]) -> tuple[list[Backend], dict[tuple[str, str], str]]:
+    """The selected backends, and the (backend, dtype) pairs to leave out with why: failed the
+    correctness gate or cannot run here."""
     from harness.correctness import run_gate
 
-    selected = registry.with_required(registry.select(args.backends), required)
+    selected = registry.select(args.backends)
     if args.skip_gate:
         return selected, {}
-    return selected, run_gate(selected, results_dir=args.results_dir, device=_cuda()).left_out
+    return selected, run_gate(selected, dtypes, results_dir=args.results_dir, device=_cuda()).left_out
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from harness.correctness import run_gate
 
     selected = registry.select(args.backends)
+    dtypes = _dtypes(args)
     device = _cuda()
-    gate = run_gate(selected, results_dir=args.results_dir, resume=not args.fresh, device=device)
-    runnable, _ = registry.partition(selected, Target.of(device), precision.FLOAT32)
-    return 0 if len(gate.passed) == len(runnable) else 1
+    gate = run_gate(selected, dtypes, results_dir=args.results_dir, resume=not args.fresh, device=device)
+    left_out = sum(1 for dtype in dtypes for b in registry.partition(selected, Target.of(device), dtype)[0]
+                   if (b.name, dtype) in gate.left_out)
+    return 0 if left_out == 0 else 1
 
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from harness import bench_kernels
 
     registry.select(args.backends)  # unknown names first
+    dtypes = _dtypes(args)
     device = _cuda()
-    backends, excluded = _gated(args, registry.KERNEL_REFERENCE)
-    path = bench_kernels.run(backends, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
+    backends, excluded = _gated(args, dtypes)
+    path = bench_kernels.run(backends, dtypes, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
                              results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
     print(f"rows in {_shown(path)}")
     return 0
@@ -165,6 +178,7 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     from harness import bench_e2e
 
     registry.select(args.backends)
+    dtypes = _dtypes(args)
     device = _cuda()
     try:
         weights = weights_from_args(args)
@@ -172,8 +186,8 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
         source = bench_e2e.gpt2_model(weights)
     except ModelDirError as err:
         raise CommandError(str(err)) from None
-    backends, excluded = _gated(args, registry.TOKENS_REFERENCE)
-    path = bench_e2e.run(backends, QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS, source=source,
+    backends, excluded = _gated(args, dtypes)
+    path = bench_e2e.run(backends, dtypes, QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS, source=source,
                          results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
     print(f"rows in {_shown(path)}")
     return 0
@@ -232,17 +246,22 @@ def cmd_call(args: argparse.Namespace) -> int:
                    else registry.get(args.backend))
     except variants.VariantError as err:
         raise CommandError(str(err)) from None
+    dtype = args.dtype or backend.dtypes[0]
+    try:
+        precision.torch_dtype(dtype)
+    except precision.UnknownDtypeError as err:
+        raise CommandError(f"--dtype: {err}") from None
     device = _cuda("nothing to profile without one")
     shape = Shape(args.B, GPT2_HEADS, args.T)
     try:
-        fn = backend.attention(device)
+        fn = backend.attention(device, dtype)
     except (registry.BackendUnavailableError, BuildSetupError) as err:
         raise CommandError(str(err)) from None
-    q, k, v = random_qkv(shape, seed=shape.T, device=device)
+    q, k, v = random_qkv(shape, seed=shape.T, device=device, dtype=precision.torch_dtype(dtype))
     for _ in range(args.repeat):
         fn(q, k, v, shape.H)
     torch.cuda.synchronize(device)
-    print(f"{backend.name}: {args.repeat} call(s) at {shape.describe()}")
+    print(f"{backend.name}: {args.repeat} call(s) at {shape.describe()}, {dtype}")
     return 0
 
 
@@ -268,8 +287,8 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
     provenance = collect(device)
     path = STAGES.path(args.results_dir, provenance.slug)
     for name, seconds, status in stages:
-        STAGES.append(path, StageRow(run=args.run, mode=args.mode, backends=args.backends, stage=name,
-                                     seconds=seconds, exit_status=status, provenance=provenance))
+        STAGES.append(path, StageRow(run=args.run, mode=args.mode, backends=args.backends, dtypes=args.dtypes,
+                                     stage=name, seconds=seconds, exit_status=status, provenance=provenance))
     print(f"stage times in {_shown(path)}")
     return 0
 
@@ -400,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="correctness gate: every backend against float64 (GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
     p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
     results_dir(p)
     p.set_defaults(func=cmd_check, on_stop=ROWS_KEPT)
@@ -409,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
             ("bench-e2e", cmd_bench_e2e, "GPT-2 generation with every backend: GPU time and eager time (GPU)")):
         p = sub.add_parser(name, help=help_text + "; rows go to <results-dir>/<gpu>/ and a rerun resumes")
         p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+        p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
         p.add_argument("--quick", action="store_true", help="a few shapes / token counts only")
         p.add_argument("--fresh", action="store_true",
                        help="measure again even what this setup (GPU, driver, torch, commit) already has")
@@ -464,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--B", type=int, default=8, help="batch (default: 8)")
     p.add_argument("--T", type=int, default=4096, help="sequence length (default: 4096); 12 heads of 64")
     p.add_argument("--repeat", type=int, default=3, help="calls (default: 3; the first loads the module)")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: the backend's first dtype)")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("record-stages", help="(run_all.sh) store one run's stage wall times in "
@@ -472,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, help="when the run started (UTC, ISO 8601): names the run")
     p.add_argument("--mode", choices=("full", "quick"), required=True)
     p.add_argument("--backends", required=True, help="the run's --backends selection")
+    p.add_argument("--dtypes", default="float32", help="the run's --dtypes selection (default: float32, as the "
+                                                       "sweeps before dtypes were)")
     results_dir(p)
     p.set_defaults(func=cmd_record_stages)
 

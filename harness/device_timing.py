@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+from backends import precision
+
 WARMUP_CALLS = 2
 REPLAY_TARGET_S = 0.005  # GPU time of one replay of R calls
 MEASURE_BUDGET_S = 0.040  # GPU time of the timed replays of one graph
@@ -149,13 +151,24 @@ class DeviceTimer:
         return CallTiming(plan, us_device, us_call, None)
 
 
-def measure_fp32_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
-    """TFLOP/s of an n^3 float32 matmul with TF32 off: the FMA peak we compare against."""
+@dataclass(frozen=True)
+class Peak:
+    """A rate the kernels are compared with, measured in the same run."""
+
+    name: str  # "float32 FMA", "bfloat16 tensor", "float16 tensor"
+    tflops: float
+
+
+def measure_peak(device: torch.device, dtype: str, n: int = 8192, reps: int = 10) -> Peak:
+    """TFLOP/s of an n^3 matmul on seeded random data (never zeros, which run faster): in
+    float32 with TF32 off, the CUDA cores' FMA rate; in bfloat16 or float16, the dense
+    tensor-core rate of that type."""
+    torch_dtype = precision.torch_dtype(dtype)
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         generator = torch.Generator(device=device).manual_seed(0)
-        a, b = (torch.randn(n, n, device=device, generator=generator) for _ in range(2))
+        a, b = (torch.randn(n, n, device=device, generator=generator).to(torch_dtype) for _ in range(2))
         for _ in range(3):
             a @ b
         pairs = []
@@ -169,4 +182,10 @@ def measure_fp32_peak(device: torch.device, n: int = 8192, reps: int = 10) -> fl
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
     seconds = statistics.median(s.elapsed_time(e) for s, e in pairs) * 1e-3
-    return 2.0 * n**3 / seconds / 1e12
+    kind = "FMA" if dtype == precision.FLOAT32 else "tensor"
+    return Peak(f"{dtype} {kind}", 2.0 * n**3 / seconds / 1e12)
+
+
+def measure_fp32_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
+    """TFLOP/s of an n^3 float32 matmul with TF32 off: the FMA peak we compare against."""
+    return measure_peak(device, precision.FLOAT32, n, reps).tflops

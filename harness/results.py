@@ -137,6 +137,7 @@ class StageRow:
     run: str  # when the run started (UTC, ISO 8601): every stage of a run has the same
     mode: str  # "full" or "quick"
     backends: str  # the --backends selection: "all", "quick" or a list
+    dtypes: str  # the --dtypes selection: "all" or a list
     stage: str  # "build", "correctness gate", "kernel benchmark", "end-to-end"
     seconds: float
     exit_status: int

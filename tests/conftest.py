@@ -44,13 +44,13 @@ def version_ops() -> VersionOps:
 
 @pytest.fixture(scope="session")
 def attention_or_skip():
-    """fn(name) -> the backend's attention on the GPU; a backend this GPU cannot run skips
-    the test, saying why."""
-    def attention(name: str):
+    """fn(name, dtype) -> the backend's attention on the GPU in dtype (default float32); a
+    backend this GPU cannot run skips the test, saying why."""
+    def attention(name: str, dtype: str = "float32"):
         backend = registry.get(name)
-        reason = backend.why_unavailable(Target.of("cuda"))
+        reason = backend.why_unavailable(Target.of("cuda"), dtype)
         if reason:
             pytest.skip(f"{name}: {reason}")
-        return backend.attention("cuda")
+        return backend.attention("cuda", dtype)
 
     return attention

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backends import registry
+from backends import precision, registry
 from gpt2.config import GPT2Config
 from gpt2.model import GPT2
 from gpt2.timing import GenerationPlan, external_events_supported, time_eager, time_graph
@@ -19,16 +19,18 @@ from harness.study import GATE_SHAPES, Shape
 
 pytestmark = pytest.mark.gpu
 
-RUNNABLE = [b.name for b in registry.BACKENDS if b.accepts("float32")]
+# Every backend in each of its dtypes.
+RUNNABLE = [(b.name, d) for b in registry.BACKENDS for d in b.dtypes]
+RUNNABLE_IDS = [f"{n}-{d}" for n, d in RUNNABLE]
 SHAPES = [Shape(1, 12, 65), Shape(2, 12, 512)]
 
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[s.label() for s in SHAPES])
-@pytest.mark.parametrize("name", RUNNABLE)
-def test_captured_call_replays_to_the_eager_output(version_ops, attention_or_skip, name, shape):
-    fn = attention_or_skip(name)
-    q, k, v = random_qkv(shape, seed=shape.T, device="cuda")
+@pytest.mark.parametrize("name,dtype", RUNNABLE, ids=RUNNABLE_IDS)
+def test_captured_call_replays_to_the_eager_output(version_ops, attention_or_skip, name, dtype, shape):
+    fn = attention_or_skip(name, dtype)
+    q, k, v = random_qkv(shape, seed=shape.T, device="cuda", dtype=precision.torch_dtype(dtype))
     eager = fn(q, k, v, shape.H).clone()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -42,21 +44,26 @@ def test_captured_call_replays_to_the_eager_output(version_ops, attention_or_ski
     graph.replay()
     torch.cuda.synchronize()
     differ = (captured != eager).sum().item()
-    assert differ == 0, f"{name} {shape.describe()}: {differ} elements of the replay differ from the eager call"
+    assert differ == 0, f"{name} {dtype} {shape.describe()}: {differ} elements of the replay differ from the eager call"
 
 
-def tiny_model(attention) -> GPT2:
+TINY_CONFIG = GPT2Config(n_layer=2, n_head=12, n_embd=768, n_positions=128)
+
+
+def tiny_model(attention, dtype: torch.dtype = torch.float32) -> GPT2:
     with torch.device("cuda"):
-        model = GPT2(GPT2Config(n_layer=2, n_head=12, n_embd=768, n_positions=128), attention)
+        model = GPT2(TINY_CONFIG, attention)
     torch.manual_seed(0)
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.02)
-    return model.eval().requires_grad_(False)
+    return model.to(dtype).eval().requires_grad_(False)
 
 
-@pytest.mark.parametrize("name", [n for n in RUNNABLE if not registry.get(n).end_to_end])
-def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_skip, name):
-    model = tiny_model(attention_or_skip(name))
+@pytest.mark.parametrize("name,dtype", [(n, d) for n, d in RUNNABLE if not registry.get(n).end_to_end],
+                         ids=[f"{n}-{d}" for n, d in RUNNABLE if not registry.get(n).end_to_end])
+def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_skip, name, dtype):
+    registry.get(name).prepare_generation(torch.device("cuda"), 40)
+    model = tiny_model(attention_or_skip(name, dtype), precision.torch_dtype(dtype))
     plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), (16, 24, 40))
     eager = time_eager(model, plan, runs=1)
     graph = time_graph(model, plan, replays=2)
@@ -75,7 +82,7 @@ def test_this_torch_has_external_events():
 
 def test_device_time_is_positive_and_below_the_call_time():
     timer = DeviceTimer(torch.device("cuda"))
-    fn = registry.get(registry.KERNEL_REFERENCE).attention("cuda")
+    fn = registry.get(registry.KERNEL_REFERENCE).attention("cuda", precision.FLOAT32)
     q, k, v = random_qkv(Shape(1, 12, 512), seed=0, device="cuda")
     timing = timer.time(lambda: fn(q, k, v, 12))
     assert timing.not_captured is None, timing.not_captured
@@ -83,32 +90,49 @@ def test_device_time_is_positive_and_below_the_call_time():
     assert min(timing.us_device) <= timing.us_call_median, timing
 
 
-def test_flex_attention_compiled_matches_the_reference(attention_or_skip):
-    fn = attention_or_skip("flex-attention")
-    for shape in GATE_SHAPES:
-        q, k, v = random_qkv(shape, seed=shape.T, device="cuda")
-        result = compare(fn(q, k, v, shape.H), reference_attention(q, k, v, shape.H))
-        assert result.ok, f"flex-attention {shape.describe()}: {result.describe()}"
+def test_flex_attention_float32_is_float32_accurate_dynamic_and_static(attention_or_skip):
+    """3 x TF32 in both compilations: within the float32 bounds (TF32 alone would miss them by
+    two orders of magnitude)."""
+    dynamic = attention_or_skip("flex-attention", precision.FLOAT32)
+    static = registry.get("flex-attention").timed_attention("cuda", precision.FLOAT32)
+    for fn, kind in ((dynamic, "dynamic"), (static, "static")):
+        for shape in GATE_SHAPES[:4]:
+            q, k, v = random_qkv(shape, seed=shape.T, device="cuda")
+            result = compare(fn(q, k, v, shape.H), reference_attention(q, k, v, shape.H))
+            assert result.ok, f"flex-attention {kind} {shape.describe()}: {result.describe()}"
 
 
 def test_benchmarks_write_complete_rows(tmp_path, version_ops):
-    backends = [registry.get(n) for n in ("naive", "sdpa-efficient", "sdpa-flash", registry.versions()[-1].name)]
+    last_float32 = [v for v in registry.versions() if not v.half_precision][-1].name
+    last_half = [v for v in registry.versions() if v.half_precision][-1].name
+    names = ("naive", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn", last_float32, last_half)
+    backends = [registry.get(n) for n in names]
     device = torch.device("cuda")
-    path = bench_kernels.run(backends, [Shape(1, 12, 64)], results_dir=tmp_path, device=device)
-    rows = {r.backend: r for r in KERNELS.read(path).rows}
-    assert rows["sdpa-flash"].status != "ok"
-    for name in ("naive", "sdpa-efficient", registry.versions()[-1].name):
-        row = rows[name]
+    dtypes = [precision.FLOAT32, precision.BFLOAT16]
+    path = bench_kernels.run(backends, dtypes, [Shape(1, 12, 64)], results_dir=tmp_path, device=device)
+    rows = {(r.backend, r.dtype): r for r in KERNELS.read(path).rows}
+    assert rows["sdpa-flash", "float32"].status.startswith("not available for float32")
+    assert rows[last_half, "float32"].status.startswith("not available for float32")
+    assert rows[last_float32, "bfloat16"].status.startswith("not available for bfloat16")
+    for name, dtype in (("naive", "float32"), ("sdpa-efficient", "float32"), (last_float32, "float32"),
+                        ("naive", "bfloat16"), ("sdpa-cudnn", "bfloat16"), (last_half, "bfloat16")):
+        row = rows[name, dtype]
         assert row.status == "ok" and row.notes is None, row
         assert row.us_device_median and row.us_call_median and row.tflops and row.ratio_to_reference, row
         assert row.us_device_min <= row.us_device_median <= row.us_device_max, row
-    assert rows["sdpa-efficient"].ratio_to_reference == pytest.approx(1.0)
+        assert row.reference == registry.kernel_reference(dtype) and row.peak.startswith(dtype), row
+    assert rows["sdpa-efficient", "float32"].ratio_to_reference == pytest.approx(1.0)
+    assert rows["sdpa-cudnn", "bfloat16"].ratio_to_reference == pytest.approx(1.0)
 
-    source = bench_e2e.ModelSource(lambda attention, device: tiny_model(attention), "tiny test model")
-    path = bench_e2e.run(backends, (16, 24), source=source, results_dir=tmp_path, device=device)
-    rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows}
-    for name in ("naive", "sdpa-efficient"):
-        row = rows[(name, 24)]
+    source = bench_e2e.ModelSource(lambda attention, device, dtype: tiny_model(attention, dtype), "tiny test model",
+                                   TINY_CONFIG)
+    path = bench_e2e.run(backends, dtypes, (16, 24), source=source, results_dir=tmp_path, device=device)
+    rows = {(r.backend, r.dtype, r.tokens): r for r in E2E.read(path).rows}
+    for name, dtype in (("naive", "float32"), ("sdpa-efficient", "float32"), ("naive", "bfloat16"),
+                        ("sdpa-cudnn", "bfloat16"), (last_half, "bfloat16")):
+        row = rows[(name, dtype, 24)]
         assert row.status == "ok" and row.graph_tokens_match_eager and row.same_tokens_as_naive is not None, row
         assert row.seconds_gpu_median and row.seconds_eager_median and row.seconds_floor_gpu, row
         assert -0.05 < row.attention_gpu_share < 1, row  # a 2-layer model: attention may cost little
+        assert row.logits_mean_abs_err is not None and row.token_agreement is not None, row
+        assert row.accuracy_check is True, row

@@ -22,15 +22,18 @@ PROMPT = (15496, 11, 314, 1101, 257, 3303, 2746, 11)
 COUNTS = (10, 12, 13)
 
 
-def tiny_model(attention, device: torch.device | None = None) -> GPT2:
-    model = GPT2(GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=32), attention)
+TINY_CONFIG = GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=32)
+
+
+def tiny_model(attention, device: torch.device | None = None, dtype: torch.dtype = torch.float32) -> GPT2:
+    model = GPT2(TINY_CONFIG, attention)
     generator = torch.Generator().manual_seed(0)
     for p in model.parameters():
         p.data.normal_(0.0, 0.5, generator=generator)  # large enough for attention to matter
-    return model.to(device or "cpu").eval().requires_grad_(False)
+    return model.to(device or "cpu").to(dtype).eval().requires_grad_(False)
 
 
-TINY = bench_e2e.ModelSource(tiny_model, "tiny:test")
+TINY = bench_e2e.ModelSource(tiny_model, "tiny:test", TINY_CONFIG)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,15 +79,15 @@ def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypat
     cpu = torch.device("cpu")
     interrupt_at = 2
     with pytest.raises(KeyboardInterrupt):
-        bench_e2e.run(backends, COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
+        bench_e2e.run(backends, ["float32"], COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
     path = next(tmp_path.glob("*/e2e.csv"))
-    assert {(r.backend, r.tokens) for r in E2E.read(path).rows} == {("naive", n) for n in COUNTS}
+    assert {(r.backend, r.dtype, r.tokens) for r in E2E.read(path).rows} == {("naive", "float32", n) for n in COUNTS}
 
     calls.clear()
     interrupt_at = 0
-    bench_e2e.run(backends, COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
+    bench_e2e.run(backends, ["float32"], COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
     assert len(calls) == 2, "the resumed sweep measures only what is missing (sdpa-math, broken)"
-    rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows}
+    rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows if r.dtype == "float32"}
     assert len(rows) == len(backends) * len(COUNTS)
     model = tiny_model(registry.get("naive").attention("cpu"))
     for n in COUNTS:
@@ -103,3 +106,24 @@ def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypat
             assert row.seconds_gpu_median is None and row.tokens_per_second is None
             assert (row.n_layer, row.n_head, row.n_embd, row.prompt_tokens) == (2, 2, 128, len(PROMPT))
         assert "needs a CUDA device" in rows[("v01", n)].status
+
+
+def test_half_precision_rows_report_agreement_and_logits_error_and_the_check_can_fail(tmp_path):
+    """bfloat16 on a CPU: naive in bfloat16 is the rule's yardstick (its own check passes), a
+    backend that ignores the keys fails it; float32 naive is the logits reference itself."""
+    backends = [registry.get("naive"), BROKEN]
+    cpu = torch.device("cpu")
+    bench_e2e.run(backends, ["float32", "bfloat16"], COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
+    path = next(tmp_path.glob("*/e2e.csv"))
+    rows = {(r.backend, r.dtype, r.tokens): r for r in E2E.read(path).rows}
+    n = COUNTS[-1]
+    reference = rows[("naive", "float32", n)]
+    assert reference.logits_max_abs_err == 0.0 and reference.accuracy_check is True
+    naive = rows[("naive", "bfloat16", n)]
+    assert naive.logits_mean_abs_err > 0.0, "bfloat16 logits equal float32's: the comparison is void"
+    assert naive.accuracy_check is True and naive.token_agreement == 1.0
+    broken = rows[("broken", "bfloat16", n)]
+    assert broken.logits_mean_abs_err > bench_e2e.LOGITS_FACTOR * naive.logits_mean_abs_err, broken
+    assert broken.accuracy_check is False
+    assert 0.0 <= broken.token_agreement < 1.0
+    assert rows[("broken", "float32", n)].accuracy_check is False  # float32's rule: exact tokens

@@ -48,7 +48,6 @@ def test_tables_come_from_the_csv():
     reference = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1])
     assert f"| `{registry.KERNEL_REFERENCE}` | {reference.us_device_median:.1f} |" in section
     assert "`sdpa-flash`: not available for float32" in section
-    assert "`flex-attention`: not measured end to end" in section
     assert "`v02`: not capturable" in section  # a note, never silent
     assert "GPT-2 (12 layers, 12 heads, width 768)" in section
 
