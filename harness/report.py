@@ -379,11 +379,11 @@ def steps_block() -> str:
         dtypes = " and ".join(track.dtypes)
         if track.half_precision:
             first = registry.get(track.versions[0])
-            heading = (f"#### Half precision: {track.span()} ({dtypes} in and out, float32 accumulation)\n\n"
+            heading = (f"### Half precision: {track.span()} ({dtypes} in and out, float32 accumulation)\n\n"
                        f"Each step names its parent, the version its diff is read against; the first one's parent "
                        f"is `{first.parent}`, a float32 version.")
         else:
-            heading = f"#### float32: {track.span()} (float32-exact)"
+            heading = f"### float32: {track.span()} (float32-exact)"
         parts += [heading, versions_table(track)]
     return "\n\n".join(parts)
 
