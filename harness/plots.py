@@ -192,7 +192,7 @@ def _nice_linear(lo: float, hi: float) -> list[float]:
     for step_mantissa in (1, 2, 2.5, 5):
         step = step_mantissa * 10.0 ** math.floor(math.log10(span / 3))
         ticks = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
-        if 3 <= len(ticks) <= 6:
+        if 3 <= len(ticks) <= 7:
             return ticks
     return [lo, hi]
 
@@ -334,17 +334,13 @@ def _tracks_with(r: GpuResults, has_rows: Callable[[Track], bool]) -> list[Track
 def _panel_backends(r: GpuResults, track: Track, rows: Sequence[KernelRow | E2ERow]) -> list[str]:
     """The baselines measured in the track's dtype, then the track's versions, in registry order."""
     present = {x.backend for x in rows if x.dtype == track.dtype}
-    return [b for b in sorted(present, key=backend_rank)
-            if b in track.versions or not (registry_row(b) and registry_row(b).is_version)]
-
-
-def _source(r: GpuResults) -> str:
-    return r.provenance_line()
+    return [b for b in sorted(present, key=backend_rank) if b in track.versions or not is_version(b)]
 
 
 def _model(rows: Sequence[E2ERow]) -> str:
     row = rows[0]
-    return f"GPT-2 ({row.model_description()}), batch 1, greedy from a {row.prompt_tokens}-token prompt, no KV cache"
+    return (f"GPT-2 ({row.model_description()}), batch 1, greedy from a prompt of {row.prompt_tokens} tokens, "
+            f"no KV cache")
 
 
 def _reference_note(shown: Sequence[Track]) -> str:
@@ -390,10 +386,10 @@ def progression(r: GpuResults) -> Figure | None:
     room = _end_label_room(registry.baseline_names())
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",
-                   notes=[_progression_note(uncaptured),
+                   notes=[_progression_note(shown, uncaptured),
                           f"Dashed horizontal lines: the baselines measured in the row's dtype; black: the dtype's "
                           f"kernel reference ({refs}).", _half_note(r, shown)],
-                   source=_source(r), cols=len(measures), rows=[3.0] * len(shown), panel_w=4.0, left=0.9,
+                   source=r.provenance_line(), cols=len(measures), rows=[3.0] * len(shown), panel_w=4.0, left=0.9,
                    right=room, wspace=0.95 + room, hspace=1.15, bottom=0.65)
     for track, axes in zip(shown, frame.axes):
         for ax, (title, shape) in zip(axes, measures):
@@ -404,13 +400,25 @@ def progression(r: GpuResults) -> Figure | None:
     return frame.fig
 
 
-def _progression_note(uncaptured: bool) -> str:
-    parent_notes = [f"{v.name}'s parent is {v.parent}" for v in registry.versions()
-                    if v.parent and (track_of(v.name) != track_of(v.parent)
-                                     or registry.names().index(v.parent) != registry.names().index(v.name) - 1)]
+def _parent_notes(shown: Sequence[Track]) -> str:
+    """' (h01's parent is v17, of the float32 track; h06's parent is h04)': the parents that
+    are not the step before."""
+    notes = []
+    for track in shown:
+        for i, name in enumerate(track.versions):
+            parent = registry.get(name).parent
+            if parent and parent not in track.versions:
+                other = track_of(parent)
+                notes.append(f"{name}'s parent is {parent}" + (f", of the {other.dtype} track" if other else ""))
+            elif parent and (i == 0 or track.versions[i - 1] != parent):
+                notes.append(f"{name}'s parent is {parent}")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _progression_note(shown: Sequence[Track], uncaptured: bool) -> str:
     return ("Points: median device time per call (kernel: CUDA-graph replays of L2 flush + call, minus the flushes) "
             "or per generation (graph replays); whiskers: min to max over the replays. A line joins each version "
-            "to its parent" + (f" ({'; '.join(parent_notes)})" if parent_notes else "") + "."
+            f"to its parent{_parent_notes(shown)}."
             + (" A red cross: no GPU time (not capturable), drawn at its call or eager time." if uncaptured else ""))
 
 
@@ -467,7 +475,7 @@ def kernel_headline(r: GpuResults) -> Figure | None:
                    notes=["Filled: device time per call (median; whiskers min to max over CUDA-graph replays); hollow: "
                           "call time (CUDA events around one eager call, what a Python caller pays). The dashed "
                           "vertical line: the dtype's kernel reference. Log axes.", _half_note(r, shown)],
-                   source=_source(r), cols=len(shapes), rows=[0.19 * len(names[t]) + 0.3 for t in shown],
+                   source=r.provenance_line(), cols=len(shapes), rows=[0.19 * len(names[t]) + 0.3 for t in shown],
                    panel_w=4.6, left=longest + 0.35, right=0.3, wspace=longest + 0.45, hspace=0.95, bottom=0.55)
     for track, axes in zip(shown, frame.axes):
         for ax, shape in zip(axes, shapes):
@@ -517,7 +525,7 @@ def kernel_time_vs_t(r: GpuResults) -> Figure | None:
                    notes=["Medians of CUDA-graph replays (L2 flushed before each call); both axes logarithmic. A "
                           "backend without device time (not capturable) is missing here: the README's notes say why.",
                           _reference_note(shown), _half_note(r, shown)],
-                   source=_source(r), cols=len(batches), rows=[3.6] * len(shown), panel_w=4.6, left=0.85,
+                   source=r.provenance_line(), cols=len(batches), rows=[3.6] * len(shown), panel_w=4.6, left=0.85,
                    right=_end_label_room([n for t in shown for n in names[t]]),
                    wspace=0.85 + _end_label_room([n for t in shown for n in names[t]]), hspace=1.0, bottom=0.6)
     for track, axes in zip(shown, frame.axes):
@@ -572,7 +580,7 @@ def e2e_time_vs_tokens(r: GpuResults) -> Figure | None:
                    notes=[f"Points: median; whiskers: min to max over {first.replays or '–'} graph replays (left) "
                           f"and {first.eager_runs or '–'} eager runs (right). Both axes logarithmic.",
                           _reference_note(shown)],
-                   source=_source(r), cols=2, rows=[3.6] * len(shown), panel_w=4.6, left=0.85, right=room,
+                   source=r.provenance_line(), cols=2, rows=[3.6] * len(shown), panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=1.0, bottom=0.6)
     for track, axes in zip(shown, frame.axes):
         for ax, (kind, title) in zip(axes, kinds):
@@ -602,7 +610,7 @@ def peak_memory_vs_tokens(r: GpuResults) -> Figure | None:
                    notes=[f"{_model(r.e2e)}. torch's allocator peak up to each length in the eager runs, weights "
                           f"included; backends whose peaks agree to the MiB at every length share a line. The axis "
                           f"starts at zero."],
-                   source=_source(r), cols=len(dtypes), rows=[3.4], panel_w=3.4, left=0.85, right=room,
+                   source=r.provenance_line(), cols=len(dtypes), rows=[3.4], panel_w=3.4, left=0.85, right=room,
                    wspace=0.7 + room, bottom=0.6)
     for ax, dtype in zip(frame.axes[0], dtypes):
         _style_axes(ax, dtype)
@@ -665,7 +673,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
                           f"the geometric mean of its device times at "
                           f"{' and '.join(s.label() for s in HEADLINE_SHAPES)}; dashed: {reference} in both "
                           "precisions. Device time per call, medians of CUDA-graph replays."],
-                   source=_source(r), cols=len(batches), rows=[3.4, 1.6], panel_w=4.6, left=0.85, right=room,
+                   source=r.provenance_line(), cols=len(batches), rows=[3.4, 1.6], panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=0.75, bottom=0.6, sharex=True)
     for j, B in enumerate(batches):
         top, bottom = frame.axes[0][j], frame.axes[1][j]
@@ -732,8 +740,7 @@ def _cost_summary(r: GpuResults, full: tuple[str, str], half: tuple[str, str]) -
 def headline(r: GpuResults) -> Figure | None:
     """Each step's kernel device time over PyTorch's fastest kernel of its precision, at the
     headline shapes: one panel per track, narrow enough to read at a README's width."""
-    shown = [t for t in _tracks_with(r, lambda t: any(r.kernel(v, s, t.dtype) for v in t.versions
-                                                       for s in HEADLINE_SHAPES))]
+    shown = _tracks_with(r, lambda t: any(r.kernel(v, s, t.dtype) for v in t.versions for s in HEADLINE_SHAPES))
     if not shown:
         return None
     shape_looks = {s: (STRONG[2 * i % len(STRONG)], MARKERS[i % len(MARKERS)]) for i, s in enumerate(HEADLINE_SHAPES)}
@@ -741,10 +748,10 @@ def headline(r: GpuResults) -> Figure | None:
     room = _end_label_room(labels, AXIS_PT)
     widths = [max(1.6, 0.22 * len(t.versions) + 0.4) for t in shown]
     frame = _frame(title=f"Each step's kernel time over PyTorch's fastest kernel of the same precision — {r.gpu}",
-                   notes=["Device time per call (median of CUDA-graph replays) over that of the dtype's kernel "
-                          "reference in the same run, H=12, d=64, causal; below 1: faster than PyTorch. A line joins "
-                          "each version to its parent."],
-                   source=_source(r), cols=len(shown), rows=[3.4], panel_w=widths, left=0.8, right=room,
+                   notes=[f"Device time per call (median of CUDA-graph replays) over that of the dtype's kernel "
+                          f"reference in the same run, H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below "
+                          f"1: faster than PyTorch. A line joins each version to its parent{_parent_notes(shown)}."],
+                   source=r.provenance_line(), cols=len(shown), rows=[3.4], panel_w=widths, left=0.8, right=room,
                    wspace=0.75 + room, bottom=0.55)
     for ax, track in zip(frame.axes[0], shown):
         reference = registry.kernel_reference(track.dtype)

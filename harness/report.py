@@ -428,7 +428,7 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
     header = ["measure", f"`{parent}`" + (f" ({parent_dtype})" if mixed else ""),
               f"`{version.name}`" + (f" ({dtype})" if mixed or others else ""), "change",
               f"`{version.name}` / `{reference}`", *(f"`{version.name}` ({d})" for d in others)]
-    intro = f"On {r.gpu} ({r.provenance_line()})"
+    intro = f"On {r.gpu} ({r.provenance_line(None if mixed else dtype)})"
     if mixed:
         intro += (f", `{version.name}` in {dtype} against its parent `{parent}` in {parent_dtype}, the dtype its "
                   f"track runs in: the change includes the change of precision; the ratio is to `{reference}` in "
