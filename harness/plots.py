@@ -817,8 +817,8 @@ def gpu_comparison(gpus: Sequence[GpuResults]) -> Figure | None:
     longest = max(_width(n, TICK_PT) for d in dtypes for n in names[d])
     frame = _frame(title="The GPUs side by side (each GPU's own sweep; numbers never mixed)",
                    notes=["Points: median; whiskers: min to max over CUDA-graph replays. Kernel times on log axes; "
-                          "generation times from zero. \"not measured\": the GPU's results have no row for it (the "
-                          "README's notes say why)."],
+                          "generation times from zero. \"no GPU time\": no GPU's results have a row with it (not "
+                          "measured, or not capturable: the README's notes say why)."],
                    source=" | ".join(r.provenance_line() for r in gpus), cols=len(measures),
                    rows=[0.2 * len(names[d]) + 0.3 for d in dtypes], panel_w=3.4, left=longest + 0.35, right=0.3,
                    wspace=0.45, hspace=0.95, bottom=0.55, header_extra=0.3)
@@ -871,7 +871,7 @@ def _comparison_panel(ax: Axes, gpus: Sequence[GpuResults], names: list[str], dt
     _freeze(ax)
     for i, b in enumerate(names):
         if all(value(r, b, dtype) is None for r in gpus):
-            ax.text(0.02, i, "not measured", transform=ax.get_yaxis_transform(), fontsize=TICK_PT, color="0.5",
+            ax.text(0.02, i, "no GPU time", transform=ax.get_yaxis_transform(), fontsize=TICK_PT, color="0.5",
                     style="italic", va="center")
 
 

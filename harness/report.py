@@ -5,7 +5,7 @@ replaced; nothing else in the files is touched. Tables lead with GPU times (devi
 per kernel call, graph-replay time end to end) and show eager/call times beside them.
 Every ratio in a table is a time over a reference's time (below 1: faster), and every table
 is of one dtype: float32, or the half-precision track's dtypes (bfloat16 in full, float16
-beside it in one table).
+below it in one table).
 """
 from __future__ import annotations
 
@@ -338,7 +338,8 @@ def headline_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path) ->
     parts += [f"On the {r.gpu}: device time per kernel call (H={HEADLINE_SHAPES[0].H}, d={HEADLINE_SHAPES[0].d}, "
               f"causal) and GPU time of a {HEADLINE_TOKENS}-token GPT-2 generation; in parentheses, the time over "
               f"PyTorch's fastest kernel of the same precision ({references}): below 1× is faster. Lower is faster "
-              f"throughout.", _table(header, rows)]
+              f"throughout. A track's fastest step: its version with the lowest geometric mean of the two kernel "
+              f"times.", _table(header, rows)]
     return "\n\n".join(parts)
 
 
