@@ -487,6 +487,11 @@ def kernel_headline(r: GpuResults) -> Figure | None:
 
 
 def _headline_panel(ax: Axes, r: GpuResults, track: Track, names: list[str], shape: Shape) -> None:
+    """One row per backend: device time filled with its min-max whisker, call time hollow
+    (drawn a marker shape at a time: a few artists, however many backends)."""
+    device: dict[str, list[tuple[float, int, str]]] = {}
+    call: dict[str, list[tuple[float, int, str]]] = {}
+    whiskers: list[tuple[int, float, float, str]] = []
     for y, name in enumerate(names):
         row = r.kernel(name, shape, track.dtype)
         if row is None:
@@ -494,12 +499,19 @@ def _headline_panel(ax: Axes, r: GpuResults, track: Track, names: list[str], sha
         lk = look(name, track.dtype)
         colour = lk.color if lk.strong else LIGHT_TEXT
         if row.us_device_median:
-            ax.errorbar([row.us_device_median], [y], xerr=[[row.us_device_median - row.us_device_min],
-                                                            [row.us_device_max - row.us_device_median]],
-                        color=colour, marker=lk.marker, markersize=5, capsize=2, linestyle="none", zorder=3)
+            device.setdefault(lk.marker, []).append((row.us_device_median, y, colour))
+            whiskers.append((y, row.us_device_min, row.us_device_max, colour))
         if row.us_call_median:
-            ax.plot([row.us_call_median], [y], color=colour, marker=lk.marker, markerfacecolor="white",
-                    markersize=5, linestyle="none", zorder=2)
+            call.setdefault(lk.marker, []).append((row.us_call_median, y, colour))
+    if whiskers:
+        ax.hlines([w[0] for w in whiskers], [w[1] for w in whiskers], [w[2] for w in whiskers],
+                  colors=[w[3] for w in whiskers], linewidth=1.2, zorder=3)
+    for marker, points in device.items():
+        ax.scatter([p[0] for p in points], [p[1] for p in points], c=[p[2] for p in points], marker=marker, s=28,
+                   zorder=4)
+    for marker, points in call.items():
+        ax.scatter([p[0] for p in points], [p[1] for p in points], facecolors="white",
+                   edgecolors=[p[2] for p in points], marker=marker, s=28, zorder=2)
     reference = r.kernel(registry.kernel_reference(track.dtype), shape, track.dtype)
     if reference and reference.us_device_median:
         ax.axvline(reference.us_device_median, color=REFERENCE, linestyle=(0, (4, 2)), linewidth=0.9, zorder=1)
@@ -663,7 +675,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
     if best_full is None or best_half is None or not batches:
         return None
     labels = [f"{name} {dtype}" for name, dtype, _, _ in series]
-    ratio_labels = [f"{best_full} ÷ {best_half}", f"{reference} ÷ {reference}"]
+    ratio_labels = [f"{best_full} ÷ {best_half}", f"{reference}: {full.dtype} ÷ {half.dtype}"]
     room = _end_label_room(labels + ratio_labels)
     frame = _frame(title=f"What does float32 accuracy cost? The fastest float32 kernel against the fastest "
                          f"half-precision one — {r.gpu}",
@@ -731,10 +743,21 @@ def _cost_summary(r: GpuResults, full: tuple[str, str], half: tuple[str, str]) -
     times = (f"{low[1]:.1f}× ({low[0].label()})" if low == high
              else f"{low[1]:.1f}× ({low[0].label()}) to {high[1]:.1f}× ({high[0].label()})")
     errors = [r.max_rel_err(*full), r.max_rel_err(*half)]
-    accuracy = (f", for a {errors[1] / errors[0]:,.0f}× smaller error against float64 (largest relative error over "
-                f"the correctness gate's shapes: {errors[0]:.1e} against {errors[1]:.1e})"
+    accuracy = (f", for a {_two_digits(errors[1] / errors[0]):,.0f}× smaller error against float64 (largest "
+                f"relative error over the correctness gate's shapes: {_sci(errors[0])} against {_sci(errors[1])})"
                 if all(errors) else "")
-    return f"On this GPU {full[1]} ({full[0]}) takes {times} the time of {half[1]} ({half[0]}){accuracy}."
+    return f"On this GPU, {full[1]} ({full[0]}) takes {times} the time of {half[1]} ({half[0]}){accuracy}."
+
+
+def _two_digits(value: float) -> float:
+    """2,808 -> 2,800: a ratio of errors to the precision it deserves."""
+    return float(f"{value:.2g}")
+
+
+def _sci(value: float) -> str:
+    """7.2e-7."""
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def headline(r: GpuResults) -> Figure | None:
@@ -812,7 +835,8 @@ def gpu_comparison(gpus: Sequence[GpuResults]) -> Figure | None:
     names = {d: sorted({x.backend for r in gpus for x in [*r.kernels, *r.e2e] if x.dtype == d}, key=backend_rank)
              for d in dtypes}
     dtypes = [d for d in dtypes if names[d]]
-    if not dtypes:
+    measures = [m for m in measures if any(m[1](r, b, d) for r in gpus for d in dtypes for b in names[d])]
+    if not dtypes or not measures:
         return None
     longest = max(_width(n, TICK_PT) for d in dtypes for n in names[d])
     frame = _frame(title="The GPUs side by side (each GPU's own sweep; numbers never mixed)",

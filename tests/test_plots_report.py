@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import filecmp
 import importlib.util
-import io
+import os
+import struct
 import re
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from matplotlib.text import Text
@@ -18,7 +20,8 @@ from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparis
 from harness.report import (README, cross_gpu_table, gpu_section, headline_block, readme_text, replace_block,
                             version_section)
 from harness.results import ResultsFileError
-from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES
+from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
+                           VERSION_NOTE_SHAPES)
 from harness.tables import load, load_all, name_ranges, tracks
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,17 +32,29 @@ HALF_TRACK = next(t for t in tracks() if t.half_precision)
 FULL_TRACK = next(t for t in tracks() if not t.half_precision)
 
 
-def float32_only(out: Path) -> Path:
-    """The fixtures without their half-precision rows: what a float32-only sweep leaves."""
+def subset(out: Path, keep: Callable[[str, dict[str, str]], bool]) -> Path:
+    """The fixtures' rows that `keep(file name, row)` keeps, as a results folder under `out`."""
     for path in RESULTS.glob("*/*.csv"):
         target = out / path.parent.name / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         with path.open(newline="") as f:
             rows = list(csv.reader(f))
-        keep = [rows[0]] + [r for r in rows[1:] if "dtype" not in rows[0] or r[rows[0].index("dtype")] == FLOAT32]
+        kept = [rows[0]] + [r for r in rows[1:] if keep(path.name, dict(zip(rows[0], r)))]
         with target.open("w", newline="") as f:
-            csv.writer(f).writerows(keep)
+            csv.writer(f).writerows(kept)
     return out
+
+
+def float32_only(out: Path) -> Path:
+    """The fixtures without their half-precision rows: what a float32-only sweep leaves."""
+    return subset(out, lambda _, row: row.get("dtype", FLOAT32) == FLOAT32)
+
+
+def quick_sweep(out: Path) -> Path:
+    """The fixtures' rows at the shapes and lengths of ./run_all.sh --quick."""
+    shapes = {(s.B, s.H, s.T) for s in QUICK_KERNEL_SHAPES}
+    return subset(out, lambda name, row: (name != "kernels.csv" or (int(row["B"]), int(row["H"]), int(row["T"]))
+                                          in shapes) and (name != "e2e.csv" or int(row["tokens"]) in QUICK_TOKEN_COUNTS))
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +62,9 @@ def f32_results(tmp_path_factory) -> Path:
     return float32_only(tmp_path_factory.mktemp("float32-only"))
 
 
-def test_fixtures_have_the_current_schema(tmp_path):
+def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
     """The committed fixtures are what make_fixtures.py writes today."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # thousands of rows; durability is not tested here
     spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -85,14 +101,13 @@ def _outside(fig) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def drawn(tmp_path_factory) -> dict[str, object]:
-    """GPU A's figures and the comparison, from the full fixtures, saved as PNGs."""
-    out = tmp_path_factory.mktemp("plots")
+def drawn() -> dict[str, object]:
+    """GPU A's figures and the comparison, from the full fixtures, laid out as when saved."""
     gpus = load_all(RESULTS)
     figures = {name: fig for name, draw in FIGURES.items() if (fig := draw(gpus[0])) is not None}
     figures[GPU_COMPARISON] = gpu_comparison(gpus)
-    for name, fig in figures.items():
-        save(fig, out / name)
+    for fig in figures.values():
+        fig.draw_without_rendering()
     return figures
 
 
@@ -117,11 +132,25 @@ def test_float32_only_results_draw_no_half_precision_panels(f32_results):
         assert BFLOAT16 not in titles and "half precision" not in titles, (name, titles)
 
 
-def test_figures_are_deterministic(drawn):
-    one, two = io.BytesIO(), io.BytesIO()
-    for buffer in (one, two):
-        drawn[HEADLINE_FIGURE].savefig(buffer, format="png", metadata={"Software": None})
-    assert one.getvalue() == two.getvalue()
+def test_a_quick_sweep_draws_every_figure_inside_the_canvas(tmp_path):
+    """--quick: one length at B=8, no 512-token generation (its panels are left out)."""
+    gpus = load_all(quick_sweep(tmp_path))
+    figures = {name: FIGURES[name](gpus[0]) for name in ("progression.png", "precision_cost.png",
+                                                         "kernel_time_vs_T.png", "e2e_time_vs_tokens.png")}
+    figures[GPU_COMPARISON] = gpu_comparison(gpus)
+    for name, fig in figures.items():
+        assert fig is not None, name
+        fig.draw_without_rendering()
+        assert not _outside(fig), (name, _outside(fig))
+    titles = " ".join(ax.get_title(loc="left") for ax in figures[GPU_COMPARISON].axes)
+    assert f"{HEADLINE_TOKENS}-token" not in titles
+
+
+def test_figures_are_deterministic(drawn, tmp_path):
+    """The same results give the same bytes (and the PNG is the figure's own size)."""
+    one, two = (save(drawn[HEADLINE_FIGURE], tmp_path / name) for name in ("one.png", "two.png"))
+    assert one.read_bytes() == two.read_bytes()
+    assert one.read_bytes()[16:24] == struct.pack(">II", *drawn[HEADLINE_FIGURE].canvas.get_width_height())
 
 
 def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
