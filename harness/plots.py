@@ -774,7 +774,7 @@ def headline(r: GpuResults) -> Figure | None:
                    notes=[f"Device time per call (median of CUDA-graph replays) over that of the dtype's kernel "
                           f"reference in the same run, H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below "
                           f"1: faster than PyTorch. A line joins each version to its parent{_parent_notes(shown)}."],
-                   source=r.provenance_line(), cols=len(shown), rows=[3.4], panel_w=widths, left=0.8, right=room,
+                   source=r.provenance_line(), cols=len(shown), rows=[2.9], panel_w=widths, left=0.8, right=room,
                    wspace=0.75 + room, bottom=0.55)
     for ax, track in zip(frame.axes[0], shown):
         reference = registry.kernel_reference(track.dtype)

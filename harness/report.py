@@ -337,9 +337,8 @@ def headline_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path) ->
     parts = [f"![{HEADLINE_FIGURE}]({_link(figure, readme)})"] if figure.exists() else []
     parts += [f"On the {r.gpu}: device time per kernel call (H={HEADLINE_SHAPES[0].H}, d={HEADLINE_SHAPES[0].d}, "
               f"causal) and GPU time of a {HEADLINE_TOKENS}-token GPT-2 generation; in parentheses, the time over "
-              f"PyTorch's fastest kernel of the same precision ({references}): below 1× is faster. Lower is faster "
-              f"throughout. A track's fastest step: its version with the lowest geometric mean of the two kernel "
-              f"times.", _table(header, rows)]
+              f"PyTorch's fastest kernel of the same precision ({references}): below 1× is faster. A track's "
+              f"fastest step has the lowest geometric mean of the two kernel times.", _table(header, rows)]
     return "\n\n".join(parts)
 
 
@@ -431,8 +430,8 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
               f"`{version.name}` / `{reference}`", *(f"`{version.name}` ({d})" for d in others)]
     intro = f"On {r.gpu} ({r.provenance_line(None if mixed else dtype)})"
     if mixed:
-        intro += (f", `{version.name}` in {dtype} against its parent `{parent}` in {parent_dtype}, the dtype its "
-                  f"track runs in: the change includes the change of precision; the ratio is to `{reference}` in "
+        intro += (f", `{version.name}` in {dtype} against its parent `{parent}`, a {parent_dtype} version, in "
+                  f"{parent_dtype}: the change includes the change of precision; the ratio is to `{reference}` in "
                   f"{dtype}")
     elif precision.is_half(dtype):
         intro += f", in {dtype}; the ratio is to `{reference}` in {dtype}"
