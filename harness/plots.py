@@ -39,6 +39,7 @@ GPU_COMPARISON = "gpu_comparison.png"
 HEADLINE_FIGURE = "headline.png"  # the README's first figure (drawn for every GPU, shown for the first)
 DPI = 110
 EMPHASISED_STEPS = 3  # the last steps of each track drawn strongly
+MEMORY_COLUMNS = 2  # peak_memory_vs_tokens: panels (one per dtype) per row
 
 # Type sizes (points) and the average width of a character in DejaVu Sans (in ems), for
 # wrapping and margins.
@@ -618,13 +619,16 @@ def peak_memory_vs_tokens(r: GpuResults) -> Figure | None:
         return None
     groups = {d: _memory_groups(r, d) for d in dtypes}
     room = _end_label_room([label for d in dtypes for _, label, _ in groups[d]])
+    cols = min(len(dtypes), MEMORY_COLUMNS)
+    rows = math.ceil(len(dtypes) / cols)
     frame = _frame(title=f"Peak GPU memory during generation, per dtype — {r.gpu}",
                    notes=[f"{_model(r.e2e)}. torch's allocator peak up to each length in the eager runs, weights "
                           f"included; backends whose peaks agree to the MiB at every length share a line. The axis "
                           f"starts at zero."],
-                   source=r.provenance_line(), cols=len(dtypes), rows=[3.4], panel_w=3.4, left=0.85, right=room,
-                   wspace=0.7 + room, bottom=0.6)
-    for ax, dtype in zip(frame.axes[0], dtypes):
+                   source=r.provenance_line(), cols=cols, rows=[3.0] * rows, panel_w=3.4, left=0.85, right=room,
+                   wspace=0.85 + room, hspace=1.0, bottom=0.6)
+    panels = [ax for row in frame.axes for ax in row]
+    for ax, dtype in zip(panels, dtypes):
         _style_axes(ax, dtype)
         labels = []
         for members, label, points in groups[dtype]:
@@ -637,7 +641,9 @@ def peak_memory_vs_tokens(r: GpuResults) -> Figure | None:
         ax.set_ylim(0, max(p[1] for _, _, points in groups[dtype] for p in points) * 1.12)
         label_ends(ax, labels)
         ax.set_xlabel("tokens generated to (prompt included)", fontsize=AXIS_PT)
-    frame.axes[0][0].set_ylabel("peak GPU memory (MiB)", fontsize=AXIS_PT)
+        ax.set_ylabel("peak GPU memory (MiB)", fontsize=AXIS_PT)
+    for ax in panels[len(dtypes):]:
+        ax.set_visible(False)
     return frame.fig
 
 
