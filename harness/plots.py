@@ -683,12 +683,12 @@ def precision_cost(r: GpuResults) -> Figure | None:
     labels = [f"{name} {dtype}" for name, dtype, _, _ in series]
     ratio_labels = [f"{best_full} ÷ {best_half}", f"{reference}: {full.dtype} ÷ {half.dtype}"]
     room = _end_label_room(labels + ratio_labels)
-    frame = _frame(title=f"What does float32 accuracy cost? The fastest float32 kernel against the fastest "
-                         f"half-precision one — {r.gpu}",
+    frame = _frame(title=f"What does {full.dtype} accuracy cost? The fastest {full.dtype} kernel against the "
+                         f"fastest half-precision one — {r.gpu}",
                    subtitle=_cost_summary(r, (best_full, full.dtype), (best_half, half.dtype)),
-                   notes=["Solid: the fastest of the study's float32 versions and the fastest half-precision backend "
-                          f"(the study's {half.span()} or {registry.kernel_reference(half.dtype)}), each chosen by "
-                          f"the geometric mean of its device times at "
+                   notes=[f"Solid: the fastest of the study's {full.dtype} versions and the fastest half-precision "
+                          f"backend (the study's {half.span()} or {registry.kernel_reference(half.dtype)}), each "
+                          f"chosen by the geometric mean of its device times at "
                           f"{' and '.join(s.label() for s in HEADLINE_SHAPES)}; dashed: {reference} in both "
                           "precisions. Device time per call, medians of CUDA-graph replays."],
                    source=r.provenance_line(), cols=len(batches), rows=[3.4, 1.6], panel_w=4.6, left=0.85, right=room,
@@ -716,7 +716,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
         top.set_ylabel("µs per call", fontsize=AXIS_PT)
         _ratio_panel(bottom, lines, [((best_full, full.dtype), (best_half, half.dtype), ratio_labels[0], "-"),
                                      ((reference, full.dtype), (reference, half.dtype), ratio_labels[1], (0, (5, 2)))])
-        _style_axes(bottom, f"B={B}: float32 time ÷ {half.dtype} time")
+        _style_axes(bottom, f"B={B}: {full.dtype} time ÷ {half.dtype} time")
         bottom.set_xlabel("sequence length T", fontsize=AXIS_PT)
         bottom.set_ylabel("times slower", fontsize=AXIS_PT)
     return frame.fig
