@@ -3,6 +3,9 @@
 Text between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` is
 replaced; nothing else in the files is touched. Tables lead with GPU times (device time
 per kernel call, graph-replay time end to end) and show eager/call times beside them.
+Every ratio in a table is a time over a reference's time (below 1: faster), and every table
+is of one dtype: float32, or the half-precision track's dtypes (bfloat16 in full, float16
+below it in one table).
 """
 from __future__ import annotations
 
@@ -10,17 +13,19 @@ import os
 import re
 import statistics
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
-from backends import registry
-from backends.registry import PROJECT_ROOT
-from harness.plots import FIGURES, GPU_COMPARISON
+from backends import precision, registry
+from backends.registry import PROJECT_ROOT, CudaVersion
+from harness.bench_e2e import LOGITS_FACTOR
+from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, Shape
-from harness.tables import GpuResults
+from harness.tables import GpuResults, Track, backend_rank, dtype_rank, name_ranges, registry_row, tracks
 
 README = PROJECT_ROOT / "README.md"
 DASH = "–"
+RATIO_RULE = "time over the reference's time: below 1 is faster"
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -54,116 +59,236 @@ def _range(values: Sequence[int | None]) -> str:
     return DASH if not known else (str(known[0]) if len(known) == 1 else f"{known[0]} to {known[-1]}")
 
 
-def e2e_table(r: GpuResults, tokens: int = HEADLINE_TOKENS) -> str:
-    rows = r.e2e_rows(tokens)
-    if not rows:
-        return f"_No end-to-end results at {tokens} tokens yet._"
-    reference = r.end_to_end(registry.TOKENS_REFERENCE, tokens)
-    reference_s = reference.seconds_gpu_median if reference else None
-    body = [[f"`{x.backend}`", _num(x.seconds_gpu_median, "{:.3f}"), _span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"),
-             _num(x.seconds_eager_median, "{:.3f}"), _span(x.seconds_eager_min, x.seconds_eager_max, "{:.3f}"),
-             _num(x.tokens_per_second, "{:.0f}"),
-             _num(reference_s / x.seconds_gpu_median if reference_s and x.seconds_gpu_median else None, "{:.2f}×"),
-             _num(x.peak_memory_bytes / 2**20 if x.peak_memory_bytes else None, "{:.0f}"),
-             _yes_no(x.same_tokens_as_naive), _yes_no(x.graph_tokens_match_eager),
-             _num(100 * x.attention_gpu_share if x.attention_gpu_share is not None else None, "{:.0f}%")]
-            for x in rows]
-    first = rows[0]
-    intro = (f"End to end: GPT-2 ({first.model_description()}), {tokens} tokens ({first.prompt_tokens}-token prompt, "
-             f"{tokens - first.prompt_tokens} generated), batch 1, greedy. GPU time: median of "
-             f"{_range([x.replays for x in rows])} replays of the whole generation captured as one CUDA graph, after a "
-             f"warm-up replay; eager: {_range([x.eager_runs for x in rows])} runs from Python, host included. "
-             f"tokens/s: generated tokens over the GPU time. Attention share: 1 − (the same graph with a no-op "
-             f"attention) / GPU time.")
-    return intro + "\n\n" + _table(
-        ["backend", "GPU (s)", "GPU min–max", "eager (s)", "eager min–max", "tokens/s", f"speedup vs "
-         f"{registry.TOKENS_REFERENCE}", "peak MiB", f"same tokens as {registry.TOKENS_REFERENCE}",
-         "graph tokens = eager", "attention share"], body)
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    return value / reference if value and reference else None
 
 
-def kernel_table(r: GpuResults, shape: Shape) -> str:
-    rows = r.kernel_rows(shape)
-    if not rows:
-        return f"_No kernel results at {shape.describe()} yet._"
-    body = [[f"`{x.backend}`", _num(x.us_device_median, "{:.1f}"), _span(x.us_device_min, x.us_device_max, "{:.1f}"),
-             _num(x.us_call_median, "{:.1f}"), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_reference, "{:.2f}"),
-             _num(100 * x.fraction_of_peak if x.fraction_of_peak is not None else None, "{:.1f}%")]
-            for x in rows]
-    peaks = [x.peak_tflops for x in rows if x.peak_tflops]
-    intro = (f"Kernel: {shape.describe()}, causal. Device time per call: median of {_range([x.replays for x in rows])} "
-             f"replays of a CUDA graph of R × [L2 flush, call] minus the flushes alone, divided by R "
-             f"({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. float32 FMA peak "
-             f"measured in the same run: {_num(statistics.median(peaks) if peaks else None, '{:.1f}')} TFLOP/s "
-             f"(an 8192³ float32 matmul with TF32 off: the CUDA cores' rate; a backend that runs on the tensor "
-             f"cores can exceed it).")
-    return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
-                                    f"× {registry.KERNEL_REFERENCE}", "of fp32 peak"], body)
+def _us(value: float | None) -> str:
+    """Microseconds: one decimal below 1,000, thousands separated above."""
+    if value is None:
+        return DASH
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}"
 
 
-def stages_table(r: GpuResults) -> str | None:
-    """Wall time of each ./run_all.sh run at the results' commit, stage by stage (None if
-    none was recorded). A sweep that was interrupted and resumed shows as several runs."""
-    if not r.stages:
-        return None
-    runs: dict[str, list] = {}
-    for row in r.stages:
-        runs.setdefault(row.run, []).append(row)
-    names = list(dict.fromkeys(row.stage for row in r.stages))  # in the order they ran
-    body = []
-    for run, rows in runs.items():
-        by_stage = {row.stage: row for row in rows}
-        failed = [row.stage for row in rows if row.exit_status != 0]
-        body.append([run.replace("T", " ").removesuffix("Z"), rows[0].mode, f"`{rows[0].backends}`",
-                     *(_num(by_stage[n].seconds if n in by_stage else None, "{:.0f}") for n in names),
-                     f"{sum(row.seconds for row in rows):.0f}", ", ".join(failed) or "–"])
-    intro = ("Sweep wall time, `./run_all.sh` (`stages.csv`): seconds per stage of each run at this commit, before "
-             "its plots and report (seconds, no GPU). A sweep that was interrupted and resumed shows as several runs.")
-    return intro + "\n\n" + _table(["run (UTC)", "mode", "backends", *names, "total", "stages that failed"], body)
+def _percent(value: float | None, digits: int = 0) -> str:
+    return _num(100 * value if value is not None else None, f"{{:.{digits}f}}%")
 
 
 def _link(target: Path, readme: Path) -> str:
     return os.path.relpath(target, readme.parent).replace(os.sep, "/")
 
 
+def _shown_tracks(r: GpuResults) -> list[tuple[Track, list[str]]]:
+    """Each track with the dtypes r has rows in, in the study's order (the first is the one
+    its tables show in full)."""
+    return [(t, present) for t in tracks() if (present := [d for d in t.dtypes if r.has(d)])]
+
+
+# -- end to end ------------------------------------------------------------------------------
+def _e2e_common(x: E2ERow, naive: float | None) -> list[str]:
+    return [f"`{x.backend}`", _num(x.seconds_gpu_median, "{:.3f}"),
+            _span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"),
+            _num(x.seconds_eager_median, "{:.3f}"), _span(x.seconds_eager_min, x.seconds_eager_max, "{:.3f}"),
+            _num(x.tokens_per_second, "{:.0f}"), _num(_ratio(x.seconds_gpu_median, naive), "{:.2f}"),
+            _num(x.peak_memory_bytes / 2**20 if x.peak_memory_bytes else None, "{:.0f}")]
+
+
+def _logits(x: E2ERow) -> str:
+    return DASH if x.logits_mean_abs_err is None else \
+        f"{x.logits_mean_abs_err:.1e} / {_num(x.logits_max_abs_err, '{:.1e}')}"
+
+
+def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
+    rows = r.e2e_rows(tokens, dtype)
+    if not rows:
+        return f"_No {dtype} end-to-end results at {tokens} tokens yet._"
+    naive_row = r.end_to_end(registry.TOKENS_REFERENCE, tokens, dtype)
+    naive = naive_row.seconds_gpu_median if naive_row else None
+    reference = f"`{registry.TOKENS_REFERENCE}`"
+    header = ["backend", "GPU (s)", "GPU min–max", "eager (s)", "eager min–max", "tokens/s",
+              f"time / {reference}", "peak MiB"]
+    if precision.is_half(dtype):
+        header += [f"tokens as {dtype} {reference}", "logits error, mean / max",
+                   f"mean within {LOGITS_FACTOR}× {reference}'s"]
+        extra: Callable[[E2ERow], list[str]] = lambda x: [  # noqa: E731
+            _percent(x.token_agreement), _logits(x), _yes_no(x.accuracy_check)]
+        rule = (f"Accuracy: greedy tokens of different half-precision kernels may part after a near-tie, so the rule "
+                f"is the teacher-forced logits error on float32 {reference}'s {tokens}-token sequence against its "
+                f"float32 logits: a backend passes when its mean error is at most {LOGITS_FACTOR}× {dtype} "
+                f"{reference}'s. Token agreement: the share of generated tokens equal to {dtype} {reference}'s, "
+                f"position by position.")
+    else:
+        header += [f"same tokens as {reference}"]
+        extra = lambda x: [_yes_no(x.same_tokens_as_naive)]  # noqa: E731
+        rule = f"Accuracy: every backend's tokens must equal {reference}'s exactly."
+    header += ["graph tokens = eager", "attention share"]
+    body = [_e2e_common(x, naive) + extra(x) + [_yes_no(x.graph_tokens_match_eager), _percent(x.attention_gpu_share)]
+            for x in rows]
+    first = rows[0]
+    intro = (f"End to end, {dtype}: GPT-2 ({first.model_description()}) with weights and activations in {dtype}, "
+             f"{tokens} tokens ({first.prompt_tokens}-token prompt, {tokens - first.prompt_tokens} generated), batch "
+             f"1, greedy. GPU time: median of {_range([x.replays for x in rows])} replays of the whole generation "
+             f"captured as one CUDA graph, after a warm-up replay; eager: {_range([x.eager_runs for x in rows])} runs "
+             f"from Python, host included. tokens/s: generated tokens over the GPU time; time / {reference}: GPU "
+             f"{RATIO_RULE} ({dtype} {reference}). Attention share: 1 − (the same graph with a no-op attention) / "
+             f"GPU time. {rule}")
+    return intro + "\n\n" + _table(header, body)
+
+
+# -- kernels ---------------------------------------------------------------------------------
+def _peak_text(dtype: str, rows: Sequence[KernelRow]) -> str:
+    peaks = [x.peak_tflops for x in rows if x.peak_tflops]
+    name = next((x.peak for x in rows if x.peak), f"{dtype} peak")
+    how = (f"an 8192³ {dtype} matmul: the dense tensor-core rate" if precision.is_half(dtype) else
+           "an 8192³ float32 matmul with TF32 off: the CUDA cores' rate; a backend that runs on the tensor cores "
+           "can exceed it")
+    return f"{name} peak measured in the same run: {_num(statistics.median(peaks) if peaks else None, '{:.1f}')} " \
+           f"TFLOP/s ({how})"
+
+
+def kernel_table(r: GpuResults, shape: Shape, dtype: str) -> str:
+    rows = r.kernel_rows(shape, dtype)
+    if not rows:
+        return f"_No {dtype} kernel results at {shape.describe()} yet._"
+    reference = f"`{registry.kernel_reference(dtype)}`"
+    peak = next((x.peak for x in rows if x.peak), dtype)
+    body = [[f"`{x.backend}`", _us(x.us_device_median),
+             f"{_us(x.us_device_min)}–{_us(x.us_device_max)}" if x.us_device_min is not None else DASH,
+             _us(x.us_call_median), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_reference, "{:.2f}"),
+             _percent(x.fraction_of_peak, 1)] for x in rows]
+    intro = (f"Kernel, {dtype}: {shape.describe()}, causal. Device time per call: median of "
+             f"{_range([x.replays for x in rows])} replays of a CUDA graph of R × [L2 flush, call] minus the flushes "
+             f"alone, divided by R ({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. "
+             f"time / {reference}: device {RATIO_RULE} (same run, same dtype). {_peak_text(dtype, rows)}.")
+    return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
+                                    f"time / {reference}", f"of {peak} peak"], body)
+
+
+def summary_table(r: GpuResults, dtype: str) -> str:
+    """One row per backend of a second dtype of a track (float16 beside bfloat16): device time
+    and ratio at the headline shapes, the headline generation's GPU time and accuracy."""
+    names = r.backends([x for x in [*r.kernels, *r.e2e] if x.dtype == dtype])
+    reference = f"`{registry.kernel_reference(dtype)}`"
+    naive = f"`{registry.TOKENS_REFERENCE}`"
+    header = ["backend"]
+    for shape in HEADLINE_SHAPES:
+        header += [f"kernel {shape.label()} (µs)", f"time / {reference}"]
+    header += [f"{HEADLINE_TOKENS} tokens, GPU (s)", f"tokens as {dtype} {naive}", "logits error, mean / max",
+               f"mean within {LOGITS_FACTOR}× {naive}'s"]
+    body = []
+    for name in names:
+        cells = [f"`{name}`"]
+        for shape in HEADLINE_SHAPES:
+            k = r.kernel(name, shape, dtype)
+            cells += [_us(k.us_device_median if k else None), _num(k.ratio_to_reference if k else None, "{:.2f}")]
+        e = r.end_to_end(name, HEADLINE_TOKENS, dtype)
+        cells += [_num(e.seconds_gpu_median if e else None, "{:.3f}"), _percent(e.token_agreement if e else None),
+                  _logits(e) if e else DASH, _yes_no(e.accuracy_check if e else None)]
+        body.append(cells)
+    return (f"{dtype}, the same measurements (device times and GPU times as above; ratios: {RATIO_RULE}):\n\n"
+            + _table(header, body))
+
+
+def _listing(label: str, reasons: dict[str, str]) -> str | None:
+    return f"{label}: " + "; ".join(f"`{b}`: {why}" for b, why in reasons.items()) + "." if reasons else None
+
+
+def track_section(r: GpuResults, track: Track, present: Sequence[str]) -> str:
+    main, others = present[0], present[1:]
+    title = f"#### {main}" if not track.half_precision else \
+        f"#### Half precision: {main}" + (f" ({', '.join(others)} in one table below)" if others else "")
+    measured = any(x.backend in track.versions for x in [*r.kernels, *r.e2e] if x.dtype == main)
+    lead = (f"The {'half-precision' if track.half_precision else track.dtype} track ({track.span()}) against "
+            f"PyTorch's kernels in {main}" + ("." if measured else f"; the track's versions have no {main} rows here "
+                                                                    "yet."))
+    parts = [title, lead, e2e_table(r, main), *(kernel_table(r, s, main) for s in HEADLINE_SHAPES)]
+    parts += [summary_table(r, d) for d in others]
+    for dtype in present:
+        parts.append(_listing(f"Not measured in {dtype}", r.not_measured_in(dtype)))
+        parts.append(_listing(f"Notes ({dtype})", r.notes(dtype)))
+    return "\n\n".join(p for p in parts if p)
+
+
+# -- sweep wall time -------------------------------------------------------------------------
+def _stage_name(stage: str) -> tuple[str, str]:
+    """'end-to-end (stopped)' -> ('end-to-end', ' (stopped)'): one column per stage."""
+    base, _, rest = stage.partition(" (")
+    return base, f" ({rest}" if rest else ""
+
+
+def stages_table(r: GpuResults) -> str | None:
+    """Wall time of each ./run_all.sh run at the results' commits, stage by stage (None if
+    none was recorded). A sweep that was interrupted and resumed shows as several runs."""
+    if not r.stages:
+        return None
+    runs: dict[str, list] = {}
+    for row in r.stages:
+        runs.setdefault(row.run, []).append(row)
+    names = list(dict.fromkeys(_stage_name(row.stage)[0] for row in r.stages))  # in the order they ran
+    body = []
+    for run, rows in runs.items():
+        by_stage = {_stage_name(row.stage)[0]: row for row in rows}
+        cells = [f"{by_stage[n].seconds:.0f}{_stage_name(by_stage[n].stage)[1]}" if n in by_stage else DASH
+                 for n in names]
+        failed = [row.stage for row in rows if row.exit_status != 0]
+        body.append([run.replace("T", " ").removesuffix("Z"), rows[0].mode, f"`{rows[0].backends}`",
+                     f"`{rows[0].dtypes}`", *cells, f"{sum(row.seconds for row in rows):.0f}",
+                     ", ".join(failed) or DASH])
+    intro = ("Sweep wall time, `./run_all.sh` (`stages.csv`): seconds per GPU stage of each run at the commits above "
+             "(the plots and report stages need no GPU and take seconds). A sweep that was stopped and resumed shows "
+             "as several runs.")
+    return intro + "\n\n" + _table(["run (UTC)", "mode", "backends", "dtypes", *names, "total", "stages that failed"],
+                                   body)
+
+
+# -- per GPU, all GPUs -----------------------------------------------------------------------
+def _figure_links(r: GpuResults, plots_dir: Path, readme: Path) -> list[str]:
+    return [f"![{name}]({_link(plots_dir / r.slug / name, readme)})" for name in FIGURES
+            if name != HEADLINE_FIGURE and (plots_dir / r.slug / name).exists()]
+
+
 def gpu_section(r: GpuResults, plots_dir: Path, readme: Path, results_dir: Path) -> str:
-    parts = [f"### {r.gpu}", f"Provenance: {r.provenance_line()}. Raw rows: `{_link(results_dir / r.slug, readme)}/`.",
-             e2e_table(r), *(kernel_table(r, shape) for shape in HEADLINE_SHAPES)]
-    if r.not_measured:
-        parts.append("Not measured: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(r.not_measured.items())) + ".")
-    notes = r.notes()
-    if notes:
-        parts.append("Notes: " + "; ".join(f"`{b}`: {why}" for b, why in sorted(notes.items())) + ".")
-    stages = stages_table(r)
-    if stages:
-        parts.append(stages)
+    parts = [f"### {r.gpu}", f"Provenance: {r.provenance_line()}. Raw rows: `{_link(results_dir / r.slug, readme)}/`."]
+    parts += [track_section(r, track, present) for track, present in _shown_tracks(r)]
+    parts.append(stages_table(r))
     if r.problems:
         parts.append(f"Skipped {len(r.problems)} damaged rows: " + "; ".join(f"`{p}`" for p in r.problems) + ".")
-    parts += [f"![{name}]({_link(plots_dir / r.slug / name, readme)})" for name in FIGURES
-              if (plots_dir / r.slug / name).exists()]
-    return "\n\n".join(parts)
+    figures = _figure_links(r, plots_dir, readme)
+    if figures:
+        parts += [f"#### Figures, {r.gpu}", *figures]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _cross_dtypes(gpus: Sequence[GpuResults]) -> list[str]:
+    """float32 and the half-precision track's first dtype (bfloat16), where any GPU has rows."""
+    return sorted({t.dtype for t in tracks() if any(r.has(t.dtype) for r in gpus)}, key=dtype_rank)
 
 
 def cross_gpu_table(gpus: Sequence[GpuResults]) -> str:
-    """A row per backend; per GPU the headline GPU time and kernel device times."""
-    backends = [b for b in registry.names() if any(r.end_to_end(b, HEADLINE_TOKENS) or any(
-        r.kernel(b, s) for s in HEADLINE_SHAPES) for r in gpus)]
-    if not backends:
+    """A row per backend and dtype (float32, then bfloat16); per GPU the headline generation's
+    GPU time and the kernel device times at the headline shapes."""
+    rows = [(b, d) for d in _cross_dtypes(gpus) for b in registry.names()
+            if any(r.end_to_end(b, HEADLINE_TOKENS, d) or any(r.kernel(b, s, d) for s in HEADLINE_SHAPES)
+                   for r in gpus)]
+    if not rows:
         return "_No results yet._"
-    header = ["backend"]
+    header = ["backend", "dtype"]
     for r in gpus:
         header += [f"{r.gpu}: {HEADLINE_TOKENS} tokens, GPU (s)",
                    *(f"{r.gpu}: kernel {s.label()} (µs)" for s in HEADLINE_SHAPES)]
     body = []
-    for b in backends:
-        cells = [f"`{b}`"]
+    for b, d in rows:
+        cells = [f"`{b}`", d]
         for r in gpus:
-            e2e = r.end_to_end(b, HEADLINE_TOKENS)
+            e2e = r.end_to_end(b, HEADLINE_TOKENS, d)
             cells.append(_num(e2e.seconds_gpu_median if e2e else None, "{:.3f}"))
             for shape in HEADLINE_SHAPES:
-                k = r.kernel(b, shape)
-                cells.append(_num(k.us_device_median if k else None, "{:.1f}"))
+                k = r.kernel(b, shape, d)
+                cells.append(_us(k.us_device_median if k else None))
         body.append(cells)
-    return ("Every GPU side by side (medians of GPU time: CUDA-graph replays; each GPU's own sweep).\n\n"
+    others = sorted({d for r in gpus for d in r.dtypes()} - set(_cross_dtypes(gpus)), key=dtype_rank)
+    return ("Every GPU side by side: medians of GPU time (CUDA-graph replays), each GPU's own sweep; lower is faster."
+            + (f" The {', '.join(others)} rows are in each GPU's section." if others else "") + "\n\n"
             + _table(header, body))
 
 
@@ -177,41 +302,166 @@ def results_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path, res
     return "\n\n".join(parts)
 
 
+# -- the headline ----------------------------------------------------------------------------
+def headline_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path) -> str:
+    """The first GPU's headline figure and a small table: per track its first step, its
+    fastest step and PyTorch's fastest kernel of that precision."""
+    r = next((g for g in gpus if not g.empty), None)
+    if r is None:
+        return "_No results yet: run `./run_all.sh` on a GPU._"
+    rows: list[list[str]] = []
+    for track, present in _shown_tracks(r):
+        dtype = present[0]
+        reference = registry.kernel_reference(dtype)
+        best = r.best(track.versions, dtype)
+        first = track.versions[0] if not track.half_precision else None
+        picks = [(first, f"the first step, {dtype}"), (best, f"the fastest step, {dtype}"),
+                 (reference, f"PyTorch's fastest, {dtype}")]
+        for name, role in picks:
+            if name is None or (name == first and name == best):
+                continue
+            cells = [f"`{name}`: {role}"]
+            for shape in HEADLINE_SHAPES:
+                row, ref = r.kernel(name, shape, dtype), r.kernel(reference, shape, dtype)
+                cells.append(_with_ratio(row.us_device_median if row else None, ref.us_device_median if ref else None,
+                                         _us, "µs", name == reference))
+            e, ref_e = r.end_to_end(name, HEADLINE_TOKENS, dtype), r.end_to_end(reference, HEADLINE_TOKENS, dtype)
+            cells.append(_with_ratio(e.seconds_gpu_median if e else None, ref_e.seconds_gpu_median if ref_e else None,
+                                     lambda v: _num(v, "{:.3f}"), "s", name == reference))
+            rows.append(cells)
+    if not rows:
+        return "_No results yet: run `./run_all.sh` on a GPU._"
+    references = ", ".join(f"`{registry.kernel_reference(p[0])}` in {p[0]}" for _, p in _shown_tracks(r))
+    header = ["", *(f"kernel, {s.label()}" for s in HEADLINE_SHAPES), f"GPT-2, {HEADLINE_TOKENS} tokens"]
+    figure = plots_dir / r.slug / HEADLINE_FIGURE
+    parts = [f"![{HEADLINE_FIGURE}]({_link(figure, readme)})"] if figure.exists() else []
+    parts += [f"On the {r.gpu}: device time per kernel call (H={HEADLINE_SHAPES[0].H}, d={HEADLINE_SHAPES[0].d}, "
+              f"causal) and GPU time of a {HEADLINE_TOKENS}-token GPT-2 generation; in parentheses, the time over "
+              f"PyTorch's fastest kernel of the same precision ({references}): below 1× is faster. A track's "
+              f"fastest step has the lowest geometric mean of the two kernel times.", _table(header, rows)]
+    return "\n\n".join(parts)
+
+
+def _with_ratio(value: float | None, reference: float | None, fmt: Callable[[float | None], str], unit: str,
+                is_reference: bool) -> str:
+    if value is None:
+        return DASH
+    ratio = _ratio(value, reference)
+    return f"{fmt(value)} {unit}" + ("" if is_reference or ratio is None else f" ({ratio:.2f}×)")
+
+
+# -- the steps -------------------------------------------------------------------------------
+def _capability(v: CudaVersion) -> str:
+    """'≥ 7.5', or '9.0 only (sm_90a)' for an arch-specific version: a GPU's compute
+    capability, not a CUDA toolkit version."""
+    if v.arch_specific is not None:
+        return f"{registry.capability_text(v.arch_specific)} only (sm_{registry.arch_digits(v.arch_specific, True)})"
+    return f"≥ {registry.capability_text(v.min_compute_capability)}"
+
+
+def versions_table(track: Track) -> str:
+    """A track's steps, straight from the registry; the half-precision track's with each
+    step's parent (the version its diff is read against)."""
+    rows = [registry.get(name) for name in track.versions]
+    parent = track.half_precision
+    header = ["version", "step", *(["parent"] if parent else []), "extra nvcc flags", "q, k, v layout",
+              "GPU compute capability"]
+    body = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, *([f"`{v.parent}`" if v.parent else DASH]
+                                                                     if parent else []),
+             " ".join(f"`{f}`" for f in v.build_flags) or DASH, v.input_layout, _capability(v)] for v in rows]
+    return _table(header, body)
+
+
+def steps_block() -> str:
+    """Both tracks' tables, each under its own heading."""
+    parts = []
+    for track in tracks():
+        dtypes = " and ".join(track.dtypes)
+        if track.half_precision:
+            first = registry.get(track.versions[0])
+            heading = (f"### Half precision: {track.span()} ({dtypes} in and out, float32 accumulation)\n\n"
+                       f"Each step names its parent, the version its diff is read against; the first one's parent "
+                       f"is `{first.parent}`, a float32 version.")
+        else:
+            heading = f"### float32: {track.span()} (float32-exact)"
+        parts += [heading, versions_table(track)]
+    return "\n\n".join(parts)
+
+
+# -- the versions' Measured blocks -------------------------------------------------------------
+def _primary_dtype(v: registry.Backend) -> str:
+    return sorted(v.dtypes, key=dtype_rank)[0]
+
+
+def version_section(r: GpuResults, version: CudaVersion) -> str | None:
+    """The version against its parent and its dtype's kernel reference on one GPU, in its
+    first dtype (bfloat16 for the half-precision track; a second dtype in a last column), or
+    None when the GPU has no row of it."""
+    dtype = _primary_dtype(version)
+    parent = version.parent or registry.TOKENS_REFERENCE
+    parent_row = registry_row(parent)
+    parent_dtype = dtype if parent_row is None or parent_row.accepts(dtype) else _primary_dtype(parent_row)
+    others = [d for d in sorted(version.dtypes, key=dtype_rank)[1:] if r.has(d)]
+    if not any(x.backend == version.name for x in [*r.kernels, *r.e2e]):
+        return None
+    reference = registry.kernel_reference(dtype)
+
+    def kernel_us(backend: str, shape: Shape, d: str) -> float | None:
+        row = r.kernel(backend, shape, d)
+        return row.us_device_median if row else None
+
+    def e2e_s(backend: str, d: str) -> float | None:
+        row = r.end_to_end(backend, HEADLINE_TOKENS, d)
+        return row.seconds_gpu_median if row else None
+
+    measures: list[tuple[str, Callable[[str, str], float | None], str]] = [
+        (f"kernel device µs, {s.label()}", lambda b, d, s=s: kernel_us(b, s, d), "{:.1f}")
+        for s in VERSION_NOTE_SHAPES]
+    measures.append((f"{HEADLINE_TOKENS}-token generation, GPU s", e2e_s, "{:.3f}"))
+    rows = []
+    for label, get, fmt in measures:
+        before, after = get(parent, parent_dtype), get(version.name, dtype)
+        rows.append([label, _num(before, fmt), _num(after, fmt), _change(before, after),
+                     _num(_ratio(after, get(reference, dtype)), "{:.2f}"),
+                     *(_num(get(version.name, d), fmt) for d in others)])
+    mixed = parent_dtype != dtype
+    header = ["measure", f"`{parent}`" + (f" ({parent_dtype})" if mixed else ""),
+              f"`{version.name}`" + (f" ({dtype})" if mixed or others else ""), "change",
+              f"`{version.name}` / `{reference}`", *(f"`{version.name}` ({d})" for d in others)]
+    intro = f"On {r.gpu} ({r.provenance_line(None if mixed else dtype)})"
+    if mixed:
+        intro += (f", `{version.name}` in {dtype} against its parent `{parent}`, a {parent_dtype} version, in "
+                  f"{parent_dtype}: the change includes the change of precision; the ratio is to `{reference}` in "
+                  f"{dtype}")
+    elif precision.is_half(dtype):
+        intro += f", in {dtype}; the ratio is to `{reference}` in {dtype}"
+    return intro + ":\n\n" + _table(header, rows)
+
+
 def _change(before: float | None, after: float | None) -> str:
     return DASH if before is None or after is None else f"{100 * (after - before) / before:+.1f}%"
 
 
-def _measure_row(label: str, before: float | None, after: float | None, reference: float | None,
-                 fmt: str) -> list[str]:
-    return [label, _num(before, fmt), _num(after, fmt), _change(before, after),
-            _num(after / reference if after and reference else None, "{:.2f}")]
+# -- provenance ------------------------------------------------------------------------------
+def provenance_block(gpus: Sequence[GpuResults]) -> str:
+    """Per GPU, the commits its shown rows were measured at, and which rows come from each."""
+    if not gpus:
+        return "_No results yet._"
+    body = []
+    for r in gpus:
+        for commit, dates, rows in r.commits():
+            parts = []
+            for dtype in sorted({x.dtype for x in rows}, key=dtype_rank):
+                kinds = [kind for kind, cls in (("kernels", KernelRow), ("end to end", E2ERow))
+                         if any(isinstance(x, cls) and x.dtype == dtype for x in rows)]
+                names = name_ranges(x.backend for x in rows if x.dtype == dtype)
+                parts.append(f"{dtype}: {names} ({', '.join(kinds)})")
+            body.append([r.gpu, f"`{commit}`", dates, "; ".join(parts)])
+    return ("Where each number in the tables comes from: the latest row of each measurement, by the commit it was "
+            "measured at (generated from the rows).\n\n" + _table(["GPU", "commit", "measured", "rows shown"], body))
 
 
-def version_section(r: GpuResults, name: str, previous: str) -> str:
-    def kernel_us(backend: str, shape: Shape) -> float | None:
-        row: KernelRow | None = r.kernel(backend, shape)
-        return row.us_device_median if row else None
-
-    def e2e_s(backend: str) -> float | None:
-        row: E2ERow | None = r.end_to_end(backend, HEADLINE_TOKENS)
-        return row.seconds_gpu_median if row else None
-
-    reference = registry.KERNEL_REFERENCE
-    rows = [_measure_row(f"kernel device µs, {s.label()}", kernel_us(previous, s), kernel_us(name, s),
-                         kernel_us(reference, s), "{:.1f}") for s in VERSION_NOTE_SHAPES]
-    rows.append(_measure_row(f"{HEADLINE_TOKENS}-token generation, GPU s", e2e_s(previous), e2e_s(name),
-                             e2e_s(reference), "{:.3f}"))
-    return (f"On {r.gpu} ({r.provenance_line()}):\n\n"
-            + _table(["measure", f"`{previous}`", f"`{name}`", "change", f"`{name}` / `{reference}`"], rows))
-
-
-def versions_table() -> str:
-    """The study's steps, straight from the registry."""
-    rows = [[f"[`{v.name}`](versions/{v.folder}/)", v.description, " ".join(f"`{f}`" for f in v.build_flags) or DASH,
-             v.input_layout, v.runs_on()] for v in registry.versions()]
-    return _table(["version", "step", "extra nvcc flags", "q, k, v layout", "runs on"], rows)
-
-
+# -- writing ---------------------------------------------------------------------------------
 def _write_if_changed(path: Path, text: str, old: str) -> bool:
     """Write `text` unless the file already holds it (`old`); True if it was written."""
     if text == old:
@@ -220,18 +470,23 @@ def _write_if_changed(path: Path, text: str, old: str) -> bool:
     return True
 
 
+def readme_text(old: str, gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, readme: Path) -> str:
+    text = replace_block(old, "headline", headline_block(gpus, plots_dir, readme))
+    text = replace_block(text, "versions", steps_block())
+    text = replace_block(text, "results", results_block(gpus, plots_dir, readme, results_dir))
+    return replace_block(text, "provenance", provenance_block(gpus))
+
+
 def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path) -> list[Path]:
     """Rewrite the generated blocks of README.md and versions/*/README.md; the files whose
     content changed (the others are not touched)."""
     old = README.read_text()
-    text = replace_block(old, "versions", versions_table())
-    text = replace_block(text, "results", results_block(gpus, plots_dir, README, results_dir))
+    text = readme_text(old, gpus, plots_dir, results_dir, README)
     written = [README] if _write_if_changed(README, text, old) else []
-    rows = registry.versions()
-    for i, version in enumerate(rows):
-        previous = rows[i - 1].name if i else registry.TOKENS_REFERENCE
+    for version in registry.versions():
         path = version.source_dir / "README.md"
-        body = "\n\n".join(version_section(r, version.name, previous) for r in gpus) or "_Not measured yet._"
+        sections = [s for r in gpus if (s := version_section(r, version)) is not None]
+        body = "\n\n".join(sections) or "_Not measured yet._"
         old = path.read_text()
         if _write_if_changed(path, replace_block(old, "measured", body), old):
             written.append(path)
@@ -241,5 +496,8 @@ def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Pat
 def write_report(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, path: Path) -> Path:
     """The same tables as the README's, into a file of their own (a trial run's report)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Results\n\n" + results_block(gpus, plots_dir, path, results_dir) + "\n")
+    path.write_text("# Results\n\n" + headline_block(gpus, plots_dir, path) + "\n\n"
+                    + results_block(gpus, plots_dir, path, results_dir) + "\n\n## Provenance\n\n"
+                    + provenance_block(gpus) + "\n")
     return path
+

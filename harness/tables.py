@@ -1,15 +1,18 @@
-"""One GPU's results, loaded once for plots and tables: the latest row per measurement."""
+"""One GPU's results, loaded once for plots and tables: the latest row per measurement, and
+the study's two tracks as the registry defines them."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TypeVar
+from typing import Iterable, Sequence, TypeVar
 
-from backends import registry
-from harness.results import E2E, KERNELS, STAGES, E2ERow, KernelRow, ResultsFileError, StageRow, Table, gpu_slugs
-from harness.study import Shape
+from backends import precision, registry
+from harness.results import (CORRECTNESS, E2E, KERNELS, STAGES, CorrectnessRow, E2ERow, KernelRow, ResultsFileError,
+                             StageRow, Table, gpu_slugs)
+from harness.study import HEADLINE_SHAPES, Shape
 
-R = TypeVar("R", KernelRow, E2ERow)
+R = TypeVar("R", KernelRow, E2ERow, CorrectnessRow)
 
 
 def backend_rank(name: str) -> int:
@@ -18,64 +21,195 @@ def backend_rank(name: str) -> int:
     return order.index(name) if name in order else len(order)
 
 
+def dtype_rank(name: str) -> int:
+    """The study's order of dtypes (float32, bfloat16, float16); unknown names last."""
+    return precision.EVERY.index(name) if name in precision.EVERY else len(precision.EVERY)
+
+
+def registry_row(name: str) -> registry.Backend | None:
+    """The registry row of `name`, or None for a backend the registry no longer has."""
+    try:
+        return registry.get(name)
+    except registry.UnknownBackendError:
+        return None
+
+
+def is_version(name: str) -> bool:
+    row = registry_row(name)
+    return row is not None and row.is_version
+
+
+@dataclass(frozen=True)
+class Track:
+    """The versions of one precision track (float32: v01...; half precision: h01...), in
+    registry order, and the dtypes they run in (the study's order: the first is the one the
+    figures draw)."""
+
+    dtypes: tuple[str, ...]
+    versions: tuple[str, ...]
+
+    @property
+    def dtype(self) -> str:
+        return self.dtypes[0]
+
+    @property
+    def half_precision(self) -> bool:
+        return all(precision.is_half(d) for d in self.dtypes)
+
+    @property
+    def title(self) -> str:
+        """'float32' or 'half precision (bfloat16)': the track and the dtype its figures draw."""
+        return f"half precision ({self.dtype})" if self.half_precision else self.dtype
+
+    def emphasised(self, count: int) -> tuple[str, ...]:
+        """The last `count` steps: what the figures draw strongly."""
+        return self.versions[-count:]
+
+    def span(self) -> str:
+        """'v01–v18'."""
+        return f"{self.versions[0]}–{self.versions[-1]}" if len(self.versions) > 1 else self.versions[0]
+
+
+def tracks() -> list[Track]:
+    """The registry's versions grouped by the dtypes they accept, in registry order."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for version in registry.versions():
+        groups.setdefault(tuple(sorted(version.dtypes, key=dtype_rank)), []).append(version.name)
+    return [Track(dtypes, tuple(names)) for dtypes, names in groups.items()]
+
+
+def track_of(name: str) -> Track | None:
+    return next((t for t in tracks() if name in t.versions), None)
+
+
+def name_ranges(names: Iterable[str]) -> str:
+    """Backend names in registry order, runs of consecutive versions of one track joined:
+    'sdpa-efficient, v01–v18'."""
+    order = registry.names()
+    ordered = sorted(set(names), key=backend_rank)
+    parts: list[list[str]] = []
+    for name in ordered:
+        previous = parts[-1][-1] if parts else None
+        if (previous is not None and is_version(name) and is_version(previous) and name in order
+                and previous in order and order.index(name) == order.index(previous) + 1
+                and track_of(name) == track_of(previous)):
+            parts[-1].append(name)
+        else:
+            parts.append([name])
+    return ", ".join(p[0] if len(p) == 1 else (f"{p[0]}, {p[1]}" if len(p) == 2 else f"{p[0]}–{p[-1]}")
+                     for p in parts)
+
+
 @dataclass
 class GpuResults:
     slug: str
     gpu: str
-    kernels: list[KernelRow]  # measured rows, latest per (backend, B, H, T), in registry order
-    e2e: list[E2ERow]  # measured rows, latest per (backend, tokens), in registry order
-    not_measured: dict[str, str] = field(default_factory=dict)  # backend -> why (status rows)
+    kernels: list[KernelRow]  # measured rows, latest per (backend, dtype, B, H, T); by dtype, then registry order
+    e2e: list[E2ERow]  # measured rows, latest per (backend, dtype, tokens); by dtype, then registry order
+    # (backend, dtype) -> why it was not measured (its status rows)
+    not_measured: dict[tuple[str, str], str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # damaged rows that were skipped
     stages: list[StageRow] = field(default_factory=list)  # ./run_all.sh runs at the results' commits, by start
+    correctness: list[CorrectnessRow] = field(default_factory=list)  # latest per key, any status
 
     @property
     def empty(self) -> bool:
         return not self.kernels and not self.e2e
 
-    def kernel(self, backend: str, shape: Shape) -> KernelRow | None:
-        return next((r for r in self.kernels if r.backend == backend and r.shape == shape), None)
+    def dtypes(self) -> list[str]:
+        """The dtypes with measured rows, in the study's order."""
+        return sorted({r.dtype for r in [*self.kernels, *self.e2e]}, key=dtype_rank)
 
-    def kernel_rows(self, shape: Shape) -> list[KernelRow]:
-        return [r for r in self.kernels if r.shape == shape]
+    def has(self, dtype: str) -> bool:
+        return dtype in self.dtypes()
 
-    def kernel_shapes(self) -> list[Shape]:
-        return sorted({r.shape for r in self.kernels})
+    def kernel(self, backend: str, shape: Shape, dtype: str) -> KernelRow | None:
+        return next((r for r in self.kernels if r.backend == backend and r.shape == shape and r.dtype == dtype),
+                    None)
 
-    def end_to_end(self, backend: str, tokens: int) -> E2ERow | None:
-        return next((r for r in self.e2e if r.backend == backend and r.tokens == tokens), None)
+    def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
+        return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
 
-    def e2e_rows(self, tokens: int) -> list[E2ERow]:
-        return [r for r in self.e2e if r.tokens == tokens]
+    def kernel_series(self, backend: str, dtype: str, B: int) -> list[KernelRow]:
+        """One backend's rows at batch B with a device time, by T."""
+        return sorted((r for r in self.kernels if r.backend == backend and r.dtype == dtype and r.B == B
+                       and r.us_device_median), key=lambda r: r.T)
+
+    def kernel_shapes(self, dtype: str | None = None) -> list[Shape]:
+        return sorted({r.shape for r in self.kernels if dtype is None or r.dtype == dtype})
+
+    def end_to_end(self, backend: str, tokens: int, dtype: str) -> E2ERow | None:
+        return next((r for r in self.e2e if r.backend == backend and r.tokens == tokens and r.dtype == dtype), None)
+
+    def e2e_rows(self, tokens: int, dtype: str) -> list[E2ERow]:
+        return [r for r in self.e2e if r.tokens == tokens and r.dtype == dtype]
+
+    def e2e_series(self, backend: str, dtype: str) -> list[E2ERow]:
+        return sorted((r for r in self.e2e if r.backend == backend and r.dtype == dtype), key=lambda r: r.tokens)
 
     def backends(self, rows: Iterable[KernelRow | E2ERow]) -> list[str]:
         return sorted({r.backend for r in rows}, key=backend_rank)
 
-    def notes(self) -> dict[str, str]:
-        """backend -> its notes (e.g. not capturable), from the measured rows."""
+    def notes(self, dtype: str | None = None) -> dict[str, str]:
+        """backend -> its notes (e.g. not capturable), from the measured rows (of `dtype`)."""
         found: dict[str, str] = {}
         for row in [*self.kernels, *self.e2e]:
-            if row.notes and row.backend not in found:
+            if row.notes and row.backend not in found and dtype in (None, row.dtype):
                 found[row.backend] = row.notes
         return found
 
-    def provenance_line(self) -> str:
-        rows = [*self.kernels, *self.e2e]
+    def not_measured_in(self, dtype: str) -> dict[str, str]:
+        """backend -> why it has no rows in `dtype`, leaving out the versions of another track
+        (a float32 version is not 'missing' from the half-precision tables)."""
+        return {backend: why for (backend, d), why in sorted(self.not_measured.items(),
+                                                             key=lambda item: backend_rank(item[0][0]))
+                if d == dtype and not (is_version(backend) and not registry.get(backend).accepts(dtype))}
+
+    def max_rel_err(self, backend: str, dtype: str) -> float | None:
+        """The largest relative error against float64 over the correctness gate's shapes."""
+        errors = [r.rel_err for r in self.correctness if r.backend == backend and r.dtype == dtype]
+        return max(errors) if errors else None
+
+    def best(self, candidates: Iterable[str], dtype: str, shapes: Sequence[Shape] = HEADLINE_SHAPES) -> str | None:
+        """The candidate with the lowest geometric mean device time over `shapes` (each measured
+        in `dtype`), or None if none has them all."""
+        scores: dict[str, float] = {}
+        for name in candidates:
+            rows = [self.kernel(name, s, dtype) for s in shapes]
+            if all(r is not None and r.us_device_median for r in rows):
+                scores[name] = math.fsum(math.log(r.us_device_median) for r in rows)  # type: ignore[union-attr]
+        return min(scores, key=lambda name: (scores[name], backend_rank(name))) if scores else None
+
+    def provenance_line(self, dtype: str | None = None) -> str:
+        rows = [r for r in [*self.kernels, *self.e2e] if dtype in (None, r.dtype)]
         if not rows:
             return self.gpu
         commits = ", ".join(sorted({r.provenance.commit for r in rows}))
         dates = sorted(r.provenance.date[:10] for r in rows)
         when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         last = max(rows, key=lambda r: r.provenance.date).provenance
-        weights = sorted({r.weights for r in self.e2e})
+        weights = sorted({r.weights for r in self.e2e if dtype in (None, r.dtype)})
         return (f"{self.gpu}, driver {last.driver}, CUDA {last.cuda}, torch {last.torch}, commit {commits}, {when}"
                 + (f", weights {', '.join(weights)}" if weights else ""))
+
+    def commits(self) -> list[tuple[str, str, list[KernelRow | E2ERow]]]:
+        """(commit, dates, the shown rows measured at it), oldest first: where each number in
+        the tables comes from."""
+        by_commit: dict[str, list[KernelRow | E2ERow]] = {}
+        for row in [*self.kernels, *self.e2e]:
+            by_commit.setdefault(row.provenance.commit, []).append(row)
+        found = []
+        for commit, rows in by_commit.items():
+            dates = sorted(r.provenance.date[:10] for r in rows)
+            found.append((commit, dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}", rows))
+        return sorted(found, key=lambda item: min(r.provenance.date for r in item[2]))
 
 
 def _latest(rows: list[R], table: Table[R]) -> list[R]:
     newest: dict[tuple, R] = {}
     for row in sorted(rows, key=lambda r: r.provenance.date):
         newest[table.key(row)] = row
-    return sorted(newest.values(), key=lambda r: backend_rank(r.backend))
+    return sorted(newest.values(), key=lambda r: (dtype_rank(r.dtype), backend_rank(r.backend)))
 
 
 def load(slug: str, results_dir: Path) -> GpuResults:
@@ -83,7 +217,7 @@ def load(slug: str, results_dir: Path) -> GpuResults:
     or a folder that mixes GPUs."""
     problems: list[str] = []
     loaded = {}
-    for table in (KERNELS, E2E):
+    for table in (KERNELS, E2E, CORRECTNESS):
         read = table.read(table.path(results_dir, slug))
         problems += read.problems
         loaded[table.file_name] = _latest(read.rows, table)
@@ -92,19 +226,21 @@ def load(slug: str, results_dir: Path) -> GpuResults:
     gpus = sorted({r.provenance.gpu for r in [*kernels, *e2e]})
     if len(gpus) > 1:
         raise ResultsFileError(f"{results_dir / slug} mixes GPUs {gpus}: numbers from different GPUs never mix")
-    not_measured: dict[str, str] = {}
+    not_measured: dict[tuple[str, str], str] = {}
     for row in [*kernels, *e2e]:
-        reasons = not_measured.get(row.backend, "")
+        key = (row.backend, row.dtype)
+        reasons = not_measured.get(key, "")
         if not row.measured and row.status not in reasons:
-            not_measured[row.backend] = f"{reasons}; {row.status}" if reasons else row.status
+            not_measured[key] = f"{reasons}; {row.status}" if reasons else row.status
     gpu = gpus[0] if gpus else slug
     commits = {r.provenance.commit for r in [*kernels, *e2e]}
     stages = STAGES.read(STAGES.path(results_dir, slug))
     problems += stages.problems
     runs = sorted((r for r in stages.rows if r.provenance.commit in commits and r.provenance.gpu == gpu),
                   key=lambda r: r.run)
+    correctness = [r for r in loaded[CORRECTNESS.file_name] if r.provenance.gpu == gpu]
     return GpuResults(slug, gpu, [r for r in kernels if r.measured], [r for r in e2e if r.measured], not_measured,
-                      problems, runs)
+                      problems, runs, correctness)
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:

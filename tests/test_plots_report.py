@@ -1,27 +1,74 @@
-"""Plots and tables from synthetic results of two GPUs (tests/fixtures, no GPU)."""
+"""Plots and tables from synthetic results of two GPUs (tests/fixtures, no GPU), with the
+half-precision rows (as after a sweep of every dtype) and without them (float32 only)."""
 from __future__ import annotations
 
+import csv
 import filecmp
 import importlib.util
+import os
+import struct
+import re
 from pathlib import Path
+from typing import Callable
 
 import pytest
+from matplotlib.text import Text
 
-from backends import registry
+from backends import precision, registry
 from harness import cli as harness_cli
-from harness.plots import FIGURES, GPU_COMPARISON, plot_all
-from harness.report import README, cross_gpu_table, gpu_section, replace_block, version_section
+from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
+from harness.report import (README, cross_gpu_table, gpu_section, headline_block, readme_text, replace_block,
+                            version_section)
 from harness.results import ResultsFileError
-from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES
-from harness.tables import load, load_all
+from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
+                           VERSION_NOTE_SHAPES)
+from harness.tables import load, load_all, name_ranges, tracks
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "results"
 GPU_A = "fixture-gpu-a-synthetic-numbers"
+FLOAT32, BFLOAT16, FLOAT16 = precision.FLOAT32, precision.BFLOAT16, precision.FLOAT16
+HALF_TRACK = next(t for t in tracks() if t.half_precision)
+FULL_TRACK = next(t for t in tracks() if not t.half_precision)
 
 
-def test_fixtures_have_the_current_schema(tmp_path):
+def subset(out: Path, keep: Callable[[str, dict[str, str]], bool]) -> Path:
+    """The fixtures' rows that `keep(file name, row)` keeps, as a results folder under `out`."""
+    for path in RESULTS.glob("*/*.csv"):
+        target = out / path.parent.name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+        kept = [rows[0]] + [r for r in rows[1:] if keep(path.name, dict(zip(rows[0], r)))]
+        with target.open("w", newline="") as f:
+            csv.writer(f).writerows(kept)
+    return out
+
+
+def float32_only(out: Path) -> Path:
+    """The fixtures without their half-precision rows: what a float32-only sweep leaves."""
+    return subset(out, lambda _, row: row.get("dtype", FLOAT32) == FLOAT32)
+
+
+def quick_sweep(out: Path) -> Path:
+    """The fixtures' rows at the shapes and lengths of ./run_all.sh --quick."""
+    shapes = {(s.B, s.H, s.T) for s in QUICK_KERNEL_SHAPES}
+    def keep(name: str, row: dict[str, str]) -> bool:
+        if name == "kernels.csv":
+            return (int(row["B"]), int(row["H"]), int(row["T"])) in shapes
+        return name != "e2e.csv" or int(row["tokens"]) in QUICK_TOKEN_COUNTS
+
+    return subset(out, keep)
+
+
+@pytest.fixture(scope="module")
+def f32_results(tmp_path_factory) -> Path:
+    return float32_only(tmp_path_factory.mktemp("float32-only"))
+
+
+def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
     """The committed fixtures are what make_fixtures.py writes today."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # thousands of rows; durability is not tested here
     spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,42 +77,163 @@ def test_fixtures_have_the_current_schema(tmp_path):
         assert filecmp.cmp(path, committed, shallow=False), f"{committed} is stale: run {FIXTURES}/make_fixtures.py"
 
 
-def test_every_figure_is_drawn(tmp_path):
+def test_fixtures_have_every_dtype_of_every_backend():
+    """Every registry row in every dtype: measured where it accepts the dtype, refused elsewhere."""
+    r = load(GPU_A, RESULTS)
+    for backend in registry.BACKENDS:
+        for dtype in precision.EVERY:
+            measured = r.kernel(backend.name, HEADLINE_SHAPES[0], dtype) is not None
+            assert measured == backend.accepts(dtype), (backend.name, dtype)
+            if not measured:
+                assert r.not_measured[(backend.name, dtype)].startswith(f"not available for {dtype}")
+
+
+# -- figures ---------------------------------------------------------------------------------
+def _outside(fig) -> list[str]:
+    """Every visible, non-empty text whose box leaves the canvas (after the figure was drawn)."""
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    problems = []
+    for text in fig.findobj(Text):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5:
+            problems.append(f"{text.get_text()[:40]!r} at ({box.x0:.0f}, {box.y0:.0f})–({box.x1:.0f}, {box.y1:.0f}) "
+                            f"on a {width}x{height} canvas")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def drawn() -> dict[str, object]:
+    """GPU A's figures and the comparison, from the full fixtures, laid out as when saved."""
     gpus = load_all(RESULTS)
-    written = plot_all(gpus, tmp_path)
-    expected = {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
-    assert set(written) == expected
-    for path in written:
-        assert path.stat().st_size > 10_000, path
+    figures = {name: fig for name, draw in FIGURES.items() if (fig := draw(gpus[0])) is not None}
+    figures[GPU_COMPARISON] = gpu_comparison(gpus)
+    for fig in figures.values():
+        fig.draw_without_rendering()
+    return figures
 
 
+def test_every_figure_is_drawn_and_every_text_lies_inside_the_canvas(drawn):
+    assert set(drawn) == {*FIGURES, GPU_COMPARISON}
+    for name, fig in drawn.items():
+        assert not _outside(fig), (name, _outside(fig))
+
+
+def test_float32_only_results_draw_no_half_precision_panels(f32_results):
+    """Without half-precision rows: no precision-cost figure, one row of panels per figure,
+    and still nothing outside the canvas."""
+    gpus = load_all(f32_results)
+    figures = {name: draw(gpus[0]) for name, draw in FIGURES.items()}
+    assert figures.pop("precision_cost.png") is None
+    figures[GPU_COMPARISON] = gpu_comparison(gpus)
+    for name, fig in figures.items():
+        assert fig is not None, name
+        fig.draw_without_rendering()
+        assert not _outside(fig), (name, _outside(fig))
+        titles = " ".join(ax.get_title(loc="left") for ax in fig.axes)
+        assert BFLOAT16 not in titles and "half precision" not in titles, (name, titles)
+
+
+def test_a_quick_sweep_draws_every_figure_inside_the_canvas(tmp_path):
+    """--quick: one length at B=8, no 512-token generation (its panels are left out)."""
+    gpus = load_all(quick_sweep(tmp_path))
+    figures = {name: FIGURES[name](gpus[0]) for name in ("progression.png", "precision_cost.png",
+                                                         "kernel_time_vs_T.png", "e2e_time_vs_tokens.png")}
+    figures[GPU_COMPARISON] = gpu_comparison(gpus)
+    for name, fig in figures.items():
+        assert fig is not None, name
+        fig.draw_without_rendering()
+        assert not _outside(fig), (name, _outside(fig))
+    titles = " ".join(ax.get_title(loc="left") for ax in figures[GPU_COMPARISON].axes)
+    assert f"{HEADLINE_TOKENS}-token" not in titles
+
+
+def test_figures_are_deterministic(drawn, tmp_path):
+    """The same results give the same bytes (and the PNG is the figure's own size)."""
+    one, two = (save(drawn[HEADLINE_FIGURE], tmp_path / name) for name in ("one.png", "two.png"))
+    assert one.read_bytes() == two.read_bytes()
+    assert one.read_bytes()[16:24] == struct.pack(">II", *drawn[HEADLINE_FIGURE].canvas.get_width_height())
+
+
+def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
+    """Small multiples per track: the second row of kernel_time_vs_T labels the half-precision
+    versions and bfloat16's reference, none of the float32 versions."""
+    fig = drawn["kernel_time_vs_T.png"]
+    half_row = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("half precision (bfloat16)")]
+    assert half_row
+    labels = {t.get_text() for ax in half_row for t in ax.texts}
+    assert registry.kernel_reference(BFLOAT16) in labels
+    assert set(HALF_TRACK.emphasised(3)) <= labels
+    assert not labels & set(FULL_TRACK.versions)
+
+
+def test_looks_set_the_last_steps_and_the_reference_apart():
+    last = FULL_TRACK.versions[-1]
+    assert look(last, FLOAT32).strong and not look(FULL_TRACK.versions[0], FLOAT32).strong
+    assert look(registry.kernel_reference(FLOAT32), FLOAT32).color == "black"
+    assert look(registry.kernel_reference(FLOAT32), BFLOAT16).color != "black"
+    colours = {look(b, BFLOAT16).color for b in registry.baseline_names()}
+    assert len(colours) == len(registry.baseline_names())  # every baseline its own colour
+
+
+def test_name_ranges_join_consecutive_versions_of_a_track():
+    assert name_ranges([*FULL_TRACK.versions, "naive"]) == f"naive, {FULL_TRACK.span()}"
+    assert name_ranges([FULL_TRACK.versions[-1], HALF_TRACK.versions[0]]) == \
+        f"{FULL_TRACK.versions[-1]}, {HALF_TRACK.versions[0]}"
+
+
+# -- tables ----------------------------------------------------------------------------------
 def test_tables_come_from_the_csv():
     r = load(GPU_A, RESULTS)
     section = gpu_section(r, Path("plots"), README, RESULTS)
-    naive = r.end_to_end("naive", HEADLINE_TOKENS)
-    assert f"| `naive` | {naive.seconds_gpu_median:.3f} | {naive.seconds_gpu_min:.3f}–{naive.seconds_gpu_max:.3f} | " \
-           f"{naive.seconds_eager_median:.3f} |" in section
-    reference = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1])
-    assert f"| `{registry.KERNEL_REFERENCE}` | {reference.us_device_median:.1f} |" in section
+    naive = r.end_to_end("naive", HEADLINE_TOKENS, FLOAT32)
+    assert f"| `naive` | {naive.seconds_gpu_median:.3f} | {naive.seconds_gpu_min:.3f}–" \
+           f"{naive.seconds_gpu_max:.3f} | {naive.seconds_eager_median:.3f} |" in section
+    reference = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1], FLOAT32)
+    assert f"| `{registry.KERNEL_REFERENCE}` | {reference.us_device_median:,.0f} |" in section
     assert "`sdpa-flash`: not available for float32" in section
+    for backend in registry.BACKENDS:
+        if backend.end_to_end:  # a reason on its registry row, shown with the row
+            assert f"`{backend.name}`: {backend.end_to_end}" in section
     assert "`v02`: not capturable" in section  # a note, never silent
     assert "GPT-2 (12 layers, 12 heads, width 768)" in section
+
+
+def test_each_precision_has_its_own_section_reference_and_peak():
+    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
+    float32, half = section.split("#### Half precision: bfloat16")
+    assert "#### float32" in float32 and "time / `sdpa-efficient`" in float32 and "of float32 FMA peak" in float32
+    assert "time / `sdpa-cudnn`" in half and "of bfloat16 tensor peak" in half
+    assert "logits error, mean / max" in half and "tokens as bfloat16 `naive`" in half
+    assert "| `sdpa-math` |" in half and "| **no** |" in half  # the fixtures' one failing half-precision row
+    assert f"{FLOAT16}, the same measurements" in half  # float16 in one table beside bfloat16
+    for version in FULL_TRACK.versions:
+        assert f"`{version}`" not in half  # a float32 version is not 'missing' from the half tables
+    for version in HALF_TRACK.versions:
+        assert f"| `{version}` |" not in float32
+
+
+def test_float32_only_results_have_no_half_precision_section(f32_results):
+    section = gpu_section(load(GPU_A, f32_results), Path("plots"), README, f32_results)
+    assert "#### float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
 
 
 def test_sweep_wall_time_comes_from_stages_csv():
     """Each run at the results' commit is a row, stage by stage; a run at another commit is
     not shown, and a GPU without stages.csv has no such table."""
     section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
-    assert "| run (UTC) | mode | backends | build | correctness gate | kernel benchmark | end-to-end | total | " \
-           "stages that failed |" in section
-    assert "| 2026-01-01 00:00:00 | full | `all` | 41 | 65 | – | – | 106 | – |" in section
-    assert "| 2026-01-01 01:00:00 | full | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
+    assert "| run (UTC) | mode | backends | dtypes | build | correctness gate | kernel benchmark | end-to-end | " \
+           "total | stages that failed |" in section
+    assert "| 2026-01-01 00:00:00 | full | `all` | `all` | 41 | 65 | – | – | 106 | – |" in section
+    assert "| 2026-01-01 01:00:00 | full | `all` | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
     assert "2026-01-02" not in section and "| 99 |" not in section
     other = gpu_section(load("fixture-gpu-b-synthetic-numbers", RESULTS), Path("plots"), README, RESULTS)
     assert "Sweep wall time" not in other
 
 
-def test_cross_gpu_table_has_a_column_per_gpu_and_measure():
+def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
     gpus = load_all(RESULTS)
     table = cross_gpu_table(gpus)
     header = table.splitlines()[2]
@@ -73,20 +241,80 @@ def test_cross_gpu_table_has_a_column_per_gpu_and_measure():
         assert f"{r.gpu}: {HEADLINE_TOKENS} tokens, GPU (s)" in header
         for shape in HEADLINE_SHAPES:
             assert f"{r.gpu}: kernel {shape.label()} (µs)" in header
-    v11 = [line for line in table.splitlines() if line.startswith("| `v11` |")][0]
-    assert f"{gpus[1].kernel('v11', HEADLINE_SHAPES[0]).us_device_median:.1f}" in v11
+    v11 = [line for line in table.splitlines() if line.startswith("| `v11` | float32 |")][0]
+    assert f"{gpus[1].kernel('v11', HEADLINE_SHAPES[0], FLOAT32).us_device_median:.1f}" in v11
+    cudnn = [line for line in table.splitlines() if line.startswith("| `sdpa-cudnn` |")]
+    assert len(cudnn) == 1 and "| bfloat16 |" in cudnn[0]  # float16: each GPU's section
+    assert "The float16 rows are in each GPU's section." in table
 
 
 def test_version_notes_show_every_note_shape_and_the_ratio():
     r = load(GPU_A, RESULTS)
-    text = version_section(r, "v11", "v10")
+    text = version_section(r, registry.get("v11"))
     for shape in VERSION_NOTE_SHAPES:
         assert f"kernel device µs, {shape.label()}" in text
     assert f"{HEADLINE_TOKENS}-token generation, GPU s" in text
-    ratio = r.kernel("v11", VERSION_NOTE_SHAPES[0]).ratio_to_reference
+    assert "| measure | `v10` | `v11` | change | `v11` / `sdpa-efficient` |" in text
+    ratio = r.kernel("v11", VERSION_NOTE_SHAPES[0], FLOAT32).ratio_to_reference
     assert f"{ratio:.2f} |" in text
 
 
+def test_a_half_version_is_read_against_its_parent_in_its_own_dtype():
+    """h06's parent is h04 (not h05), compared in bfloat16 against sdpa-cudnn; h01's parent is
+    the float32 v17, and its block says so."""
+    r = load(GPU_A, RESULTS)
+    later = next(v for v in HALF_TRACK.versions if registry.get(v).parent not in (None, *FULL_TRACK.versions)
+                 and registry.names().index(registry.get(v).parent) != registry.names().index(v) - 1)
+    parent = registry.get(later).parent
+    text = version_section(r, registry.get(later))
+    assert f"| measure | `{parent}` | `{later}` ({BFLOAT16}) | change | `{later}` / `sdpa-cudnn` | `{later}` " \
+           f"({FLOAT16}) |" in text
+    before = r.kernel(parent, VERSION_NOTE_SHAPES[0], BFLOAT16).us_device_median
+    assert f"| kernel device µs, {VERSION_NOTE_SHAPES[0].label()} | {before:.1f} |" in text
+    first = registry.get(HALF_TRACK.versions[0])
+    text = version_section(r, first)
+    assert f"`{first.parent}` ({FLOAT32})" in text and "includes the change of precision" in text
+    v17 = r.kernel(first.parent, VERSION_NOTE_SHAPES[0], FLOAT32).us_device_median
+    assert f"| {v17:.1f} |" in text
+
+
+def test_a_version_without_rows_is_not_measured(f32_results):
+    assert version_section(load(GPU_A, f32_results), registry.get(HALF_TRACK.versions[0])) is None
+
+
+# -- the README ------------------------------------------------------------------------------
+def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results):
+    full = headline_block(load_all(RESULTS), Path("plots"), README)
+    assert "PyTorch's fastest, bfloat16" in full and "PyTorch's fastest, float32" in full
+    assert f"`{FULL_TRACK.versions[0]}`: the first step, float32" in full
+    only = headline_block(load_all(f32_results), Path("plots"), README)
+    assert "PyTorch's fastest, float32" in only and "bfloat16" not in only
+    for version in HALF_TRACK.versions:
+        assert f"`{version}`" not in only
+
+
+@pytest.mark.parametrize("with_half", [True, False])
+def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, f32_results):
+    results = RESULTS if with_half else f32_results
+    text = readme_text(README.read_text(), load_all(results), Path("plots"), results, README)
+    for name in ("headline", "versions", "results", "provenance"):
+        assert text.count(f"<!-- BEGIN GENERATED: {name} -->") == 1
+    for version in registry.versions():  # both tracks listed, each step linked
+        assert f"[`{version.name}`](versions/{version.folder}/)" in text
+    assert "CUDA >= " not in text  # a compute capability, not a toolkit version
+    assert ("#### Half precision: bfloat16" in text) == with_half
+    assert ("| `h01` | bfloat16 |" in text) == with_half
+
+
+def test_the_committed_readme_links_only_to_files_that_exist():
+    text = README.read_text()
+    root = README.parent
+    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+        if not re.match(r"[a-z]+://", target):
+            assert (root / target).exists(), target
+
+
+# -- writing and reading ---------------------------------------------------------------------
 def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys):
     before = README.read_text()
     out = tmp_path / "report.md"
@@ -100,7 +328,8 @@ def test_generated_block_replaces_only_its_markers():
     text = "intro\n<!-- BEGIN GENERATED: x -->\nold\n<!-- END GENERATED: x -->\noutro\n"
     new = replace_block(text, "x", "new")
     assert new == "intro\n<!-- BEGIN GENERATED: x -->\nnew\n<!-- END GENERATED: x -->\noutro\n"
-    assert replace_block("plain", "y", "body").endswith("<!-- BEGIN GENERATED: y -->\nbody\n<!-- END GENERATED: y -->\n")
+    assert replace_block("plain", "y", "body").endswith(
+        "<!-- BEGIN GENERATED: y -->\nbody\n<!-- END GENERATED: y -->\n")
 
 
 def test_mixed_gpus_are_refused(tmp_path):
@@ -116,8 +345,8 @@ def test_mixed_gpus_are_refused(tmp_path):
 def test_plot_and_report_skip_a_damaged_row_and_say_where(tmp_path, capsys):
     folder = tmp_path / "results" / GPU_A
     folder.mkdir(parents=True)
-    for name in ("kernels.csv", "e2e.csv"):
-        (folder / name).write_text((RESULTS / GPU_A / name).read_text())
+    for name in ("kernels.csv", "e2e.csv"):  # a few rows of each: enough to draw, quick to draw
+        (folder / name).write_text("\n".join((RESULTS / GPU_A / name).read_text().splitlines()[:60]) + "\n")
     text = (folder / "e2e.csv").read_text()
     (folder / "e2e.csv").write_text(text[: len(text) - 40])  # the last row cut short
     for command in ("plot", "report"):
@@ -134,3 +363,15 @@ def test_old_schema_gives_a_message_naming_the_file(tmp_path, capsys):
     assert harness_cli.main(["plot", "--results-dir", str(tmp_path), "--plots-dir", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert str(folder / "kernels.csv") in err and "Traceback" not in err
+
+
+def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch):
+    """The file names (the figures themselves are drawn by the tests above)."""
+    from harness import plots
+
+    monkeypatch.setattr(plots, "save", lambda fig, path: path)
+    monkeypatch.setattr(plots, "FIGURES", {name: lambda r: object() for name in FIGURES})
+    monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: object())
+    gpus = load_all(RESULTS)
+    written = plot_all(gpus, tmp_path)
+    assert set(written) == {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
