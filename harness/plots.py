@@ -344,6 +344,13 @@ def _model(rows: Sequence[E2ERow]) -> str:
             f"no KV cache")
 
 
+def _eager_runs_note(runs: int | None) -> str:
+    """How many eager runs the whiskers span: one run has none."""
+    if runs == 1:
+        return "one eager run, no whiskers"
+    return f"{runs or '–'} eager runs"
+
+
 def _reference_note(shown: Sequence[Track]) -> str:
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     return (f"Black dashed: the dtype's kernel reference ({refs}); other dashed lines: baselines; solid: the study's "
@@ -591,7 +598,7 @@ def e2e_time_vs_tokens(r: GpuResults) -> Figure | None:
     first = next(x for x in r.e2e if x.dtype == shown[0].dtype)
     frame = _frame(title=f"{_model(r.e2e)}: generation time — {r.gpu}",
                    notes=[f"Points: median; whiskers: min to max over {first.replays or '–'} graph replays (left) "
-                          f"and {first.eager_runs or '–'} eager runs (right). Both axes logarithmic.",
+                          f"and {_eager_runs_note(first.eager_runs)} (right). Both axes logarithmic.",
                           _reference_note(shown)],
                    source=r.provenance_line(), cols=2, rows=[3.6] * len(shown), panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=1.0, bottom=0.6)

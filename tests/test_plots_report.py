@@ -17,7 +17,7 @@ from matplotlib.text import Text
 from backends import precision, registry
 from harness import cli as harness_cli
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
-from harness.report import (README, cross_gpu_table, gpu_section, headline_block, readme_text, replace_block,
+from harness.report import (README, cross_gpu_table, e2e_table, gpu_section, headline_block, readme_text, replace_block,
                             version_section)
 from harness.results import ResultsFileError
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
@@ -199,6 +199,29 @@ def test_tables_come_from_the_csv():
             assert f"`{backend.name}`: {backend.end_to_end}" in section
     assert "`v02`: not capturable" in section  # a note, never silent
     assert "GPT-2 (12 layers, 12 heads, width 768)" in section
+
+
+def test_one_eager_run_has_no_eager_spread_column(tmp_path):
+    """The fixtures have two eager runs per row (a spread to show); a sweep with one has none."""
+    results = subset(tmp_path, lambda *_: True)
+    path = results / GPU_A / "e2e.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if row["eager_runs"]:
+            row["eager_runs"] = "1"
+            row["seconds_eager_min"] = row["seconds_eager_max"] = row["seconds_eager_median"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    two = e2e_table(load(GPU_A, RESULTS), FLOAT32)
+    one = e2e_table(load(GPU_A, results), FLOAT32)
+    assert "| eager min–max |" in two and "eager: 2 runs from Python" in two
+    assert "eager min–max" not in one and "eager: 1 run from Python" in one
+    header, rule, first = one.splitlines()[2:5]
+    assert header.count("|") == rule.count("|") == first.count("|"), "every row has the header's columns"
 
 
 def test_each_precision_has_its_own_section_reference_and_peak():
