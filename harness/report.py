@@ -247,8 +247,26 @@ def stages_table(r: GpuResults) -> str | None:
     intro = ("Sweep wall time, `./run_all.sh` (`stages.csv`): seconds per GPU stage of each run at the commits above "
              "(the plots and report stages need no GPU and take seconds). A sweep that was stopped and resumed shows "
              "as several runs.")
-    return intro + "\n\n" + _table(["run (UTC)", "mode", "backends", "dtypes", *names, "total", "stages that failed"],
-                                   body)
+    table = _table(["run (UTC)", "mode", "backends", "dtypes", *names, "total", "stages that failed"], body)
+    return intro + "\n\n" + table + "\n\n" + _sweep_totals(r)
+
+
+def _sweep_totals(r: GpuResults) -> str:
+    """One sentence: the runs of each sweep (same commit, mode, backends and dtypes; each run
+    resumes the one before) added up, which is what the sweep cost from cold."""
+    sweeps: dict[tuple[str, str, str, str], dict[str, float]] = {}
+    for row in r.stages:
+        key = (row.provenance.commit, row.mode, row.backends, row.dtypes)
+        runs = sweeps.setdefault(key, {})
+        runs[row.run] = runs.get(row.run, 0.0) + row.seconds
+    parts = []
+    for (commit, mode, backends, dtypes), runs in sweeps.items():
+        total = sum(runs.values())
+        count = "1 run" if len(runs) == 1 else f"{len(runs)} runs"
+        parts.append(f"{mode} sweep of `{backends}` in `{dtypes}` at `{commit}`: {total:,.0f} s "
+                     f"({total / 60:.1f} minutes) in {count}")
+    return ("Each sweep's runs added up (a resumed run measures only what is missing, so the sum is about what "
+            "the sweep costs from cold): " + "; ".join(parts) + ".")
 
 
 # -- per GPU, all GPUs -----------------------------------------------------------------------

@@ -252,6 +252,8 @@ def test_sweep_wall_time_comes_from_stages_csv():
     assert "| 2026-01-01 00:00:00 | full | `all` | `all` | 41 | 65 | – | – | 106 | – |" in section
     assert "| 2026-01-01 01:00:00 | full | `all` | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
     assert "2026-01-02" not in section and "| 99 |" not in section
+    commit = load(GPU_A, RESULTS).stages[0].provenance.commit
+    assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
     other = gpu_section(load("fixture-gpu-b-synthetic-numbers", RESULTS), Path("plots"), README, RESULTS)
     assert "Sweep wall time" not in other
 
