@@ -16,7 +16,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from backends import baselines, precision
-from gpt2.model import AttentionFn
+from gpt2.model import GPT2, AttentionFn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_DIR = PROJECT_ROOT / "versions"
@@ -144,9 +144,9 @@ class Backend:
         row says otherwise, e.g. a compilation per shape)."""
         return self.attention(device, dtype)
 
-    def prepare_generation(self, device: torch.device, max_tokens: int) -> None:
-        """Whatever must happen before a generation of up to max_tokens is timed or captured
-        (nothing, unless a row says otherwise)."""
+    def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
+        """Whatever must happen before `model`, running this backend's attention, generates up to
+        max_tokens in a timed or captured run (nothing, unless a row says otherwise)."""
 
     def _load(self, device: torch.device) -> AttentionFn:
         raise NotImplementedError(f"{type(self).__name__} does not say how to run {self.name}")
@@ -186,10 +186,12 @@ class FlexBaseline(Backend):
         self.attention(device, dtype)  # refuses what the row does not run
         return flex_attention_for(torch.device(device), dynamic=False)
 
-    def prepare_generation(self, device: torch.device, max_tokens: int) -> None:
+    def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
         from backends.flex import flex_attention_for
 
-        flex_attention_for(device).prepare(max_tokens)
+        weight = next(model.parameters())
+        flex_attention_for(weight.device).prepare(max_tokens, dtype=weight.dtype, num_heads=model.config.n_head,
+                                                  width=model.config.n_embd)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -158,7 +158,7 @@ def run(request: Request) -> Result:
     except ModelDirError as err:
         raise UsageError(str(err)) from None
     plan = request.plan
-    request.backend.prepare_generation(request.device, plan.total)
+    request.backend.prepare_generation(model, plan.total)
     steps = (1 + request.repeats) * plan.generated(plan.total)  # warm-up and timed runs
     with tqdm(total=steps, desc=f"{request.backend.name}, eager", unit="token", file=sys.stderr,
               disable=not request.progress, leave=False) as bar:

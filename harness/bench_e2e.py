@@ -169,7 +169,7 @@ class Sweep:
     def measure(self, backend: Backend, dtype: str) -> tuple[EagerTiming, GraphTiming | None, str | None]:
         model = self.model(dtype)
         model.set_attention(backend.attention(self.device, dtype))
-        backend.prepare_generation(self.device, self.plan.total)
+        backend.prepare_generation(model, self.plan.total)
         greedy_generate(model, self.plan.prompt_ids, self.plan.prompt_len + WARMUP_TOKENS)
         eager = time_eager(model, self.plan, runs=EAGER_RUNS)
         if backend.name == registry.TOKENS_REFERENCE:

@@ -62,8 +62,8 @@ def tiny_model(attention, dtype: torch.dtype = torch.float32) -> GPT2:
 @pytest.mark.parametrize("name,dtype", [(n, d) for n, d in RUNNABLE if not registry.get(n).end_to_end],
                          ids=[f"{n}-{d}" for n, d in RUNNABLE if not registry.get(n).end_to_end])
 def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_skip, name, dtype):
-    registry.get(name).prepare_generation(torch.device("cuda"), 40)
     model = tiny_model(attention_or_skip(name, dtype), precision.torch_dtype(dtype))
+    registry.get(name).prepare_generation(model, 40)
     plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), (16, 24, 40))
     eager = time_eager(model, plan, runs=1)
     graph = time_graph(model, plan, replays=2)

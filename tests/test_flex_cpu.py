@@ -43,3 +43,32 @@ def test_prepare_builds_every_length_before_a_generation():
     assert sorted(masks) == list(range(1, 21))
     flex.block_mask(20)
     assert flex._masks == masks, "a prepared length built its mask again"
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_prepare_runs_the_kernel_at_every_length_of_a_generation_as_gpt2_lays_it_out(monkeypatch):
+    """A timed generation must compile nothing: prepare_generation runs flex once per length,
+    in the model's dtype, heads and width, on q, k, v views of one projection (GPT-2's layout).
+    Without it, the first timed eager run recompiled mid-generation (about 8 s on an H100)."""
+    from backends import flex as flex_module
+    from gpt2.config import GPT2Config
+    from gpt2.model import GPT2
+
+    flex = FlexAttention(torch.device("cpu"), compiled=False)
+    unfused, calls = flex._flex, []
+
+    def recording(q, k, v, **kwargs):
+        calls.append((tuple(q.shape), q.dtype, q.stride()))
+        return unfused(q, k, v, **kwargs)
+
+    flex._flex = recording
+    monkeypatch.setattr(flex_module, "flex_attention_for", lambda device, dynamic=True: flex)
+    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    model = GPT2(config, flex).to(torch.bfloat16)
+    registry.get("flex-attention").prepare_generation(model, 12)
+    assert sorted(flex._masks) == list(range(1, 13))
+    assert [shape for shape, _, _ in calls] == [(1, 2, T, 8) for T in range(1, 13)], "one call per length"
+    assert {dtype for _, dtype, _ in calls} == {torch.bfloat16}
+    # (B, H, T, d) views of a (1, T, 3 C) projection: T's stride is 3 C, as in the model (from
+    # T = 2: a dimension of size 1 has no meaningful stride)
+    assert all(stride[2] == 3 * config.n_embd for (_, _, T, _), _, stride in calls if T > 1), calls

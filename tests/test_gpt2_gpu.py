@@ -97,7 +97,7 @@ def test_half_precision_logits_within_the_end_to_end_rule(reference_run, half_mo
     _, _, ids, reference_logits = reference_run
     model, naive_error = half_models[dtype]
     model.set_attention(attention_or_skip(name, dtype))
-    registry.get(name).prepare_generation(torch.device("cuda"), ids.shape[1])
+    registry.get(name).prepare_generation(model, ids.shape[1])
     try:
         with torch.inference_mode():
             error = (model(ids, all_positions=True).float() - reference_logits).abs().mean().item()
