@@ -66,15 +66,19 @@ class FlexAttention:
         builds the block masks of every length up to max_tokens and, given the generation's
         dtype, heads and width, runs the kernel once at each length on q, k, v laid out as
         GPT-2 passes them (views of one (1, T, 3 C) projection), so that every compilation the
-        dynamic shapes need happens here. Without the second part, the first timed eager
-        generation recompiled between 128 and 256 tokens: about 8 s of its eager time (rows of
-        commits 829c0c03e8fa and 095c78eba2e9, where the first eager run took 9-17 s against
-        3.3-3.6 s for the second)."""
+        dynamic shapes need happens here. Without the second part (or with it outside inference
+        mode, commit 2ad25ffc7cdd), the first timed eager generation recompiled between 128
+        and 256 tokens: about 8 s of its eager time (rows of commits 829c0c03e8fa,
+        095c78eba2e9 and 2ad25ffc7cdd, where the first eager run took 9-17 s against 3.3-3.6 s
+        for a second one)."""
         for T in range(1, max_tokens + 1):
             self.block_mask(T)
             if dtype is not None:
-                qkv = torch.zeros(1, T, 3 * width, device=self.device, dtype=dtype)  # (1, T, 3C)
-                self(*qkv.split(width, dim=2), num_heads)  # q, k, v: (1, T, C) views
+                # Under inference mode, as generation runs: dynamo guards on the grad mode, so
+                # calls outside it would compile variants the generation never uses.
+                with torch.inference_mode():
+                    qkv = torch.zeros(1, T, 3 * width, device=self.device, dtype=dtype)  # (1, T, 3C)
+                    self(*qkv.split(width, dim=2), num_heads)  # q, k, v: (1, T, C) views
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
         qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, d) views

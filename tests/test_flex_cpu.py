@@ -58,7 +58,7 @@ def test_prepare_runs_the_kernel_at_every_length_of_a_generation_as_gpt2_lays_it
     unfused, calls = flex._flex, []
 
     def recording(q, k, v, **kwargs):
-        calls.append((tuple(q.shape), q.dtype, q.stride()))
+        calls.append((tuple(q.shape), q.dtype, q.stride(), torch.is_inference_mode_enabled()))
         return unfused(q, k, v, **kwargs)
 
     flex._flex = recording
@@ -67,8 +67,10 @@ def test_prepare_runs_the_kernel_at_every_length_of_a_generation_as_gpt2_lays_it
     model = GPT2(config, flex).to(torch.bfloat16)
     registry.get("flex-attention").prepare_generation(model, 12)
     assert sorted(flex._masks) == list(range(1, 13))
-    assert [shape for shape, _, _ in calls] == [(1, 2, T, 8) for T in range(1, 13)], "one call per length"
-    assert {dtype for _, dtype, _ in calls} == {torch.bfloat16}
+    assert [shape for shape, *_ in calls] == [(1, 2, T, 8) for T in range(1, 13)], "one call per length"
+    assert {dtype for _, dtype, *_ in calls} == {torch.bfloat16}
+    # generation runs under inference mode, and dynamo's guards include the grad mode
+    assert all(inference for *_, inference in calls), "prepared outside inference mode: compiled for nothing"
     # (B, H, T, d) views of a (1, T, 3 C) projection: T's stride is 3 C, as in the model (from
     # T = 2: a dimension of size 1 has no meaningful stride)
-    assert all(stride[2] == 3 * config.n_embd for (_, _, T, _), _, stride in calls if T > 1), calls
+    assert all(stride[2] == 3 * config.n_embd for (_, _, T, _), _, stride, _ in calls if T > 1), calls
