@@ -121,12 +121,13 @@ class Backend:
         return self.name
 
     def runs_on(self) -> str:
-        """Where it can run, for listings: 'CPU or CUDA', 'CUDA', 'CUDA >= 8.0', 'CUDA 9.0 only'."""
+        """Where it can run, for listings: 'CPU or GPU', 'GPU', 'GPU cc >= 8.0', 'GPU cc 9.0 only'
+        (cc: the GPU's compute capability, not a CUDA toolkit version)."""
         if not self.requires_cuda:
-            return "CPU or CUDA"
+            return "CPU or GPU"
         if self.min_compute_capability is None:
-            return "CUDA"
-        return f"CUDA >= {capability_text(self.min_compute_capability)}"
+            return "GPU"
+        return f"GPU cc >= {capability_text(self.min_compute_capability)}"
 
     def attention(self, device: torch.device | str, dtype: str | None = None) -> AttentionFn:
         """The backend as fn(q, k, v, num_heads) -> (B, T, C) for tensors on `device` (of
@@ -284,7 +285,7 @@ class CudaVersion(Backend):
     def runs_on(self) -> str:
         if self.arch_specific is None:
             return super().runs_on()
-        return f"CUDA {capability_text(self.arch_specific)} only"
+        return f"GPU cc {capability_text(self.arch_specific)} only"
 
     def _load(self, device: torch.device) -> AttentionFn:
         from backends.extension import load_op

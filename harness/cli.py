@@ -60,8 +60,8 @@ def _cuda(without_gpu: str = "./run_all.sh --plots-only works without one") -> t
 
 def cmd_list(args: argparse.Namespace) -> int:
     target = Target.of("cuda")
-    here = (f"this machine: CUDA compute capability {registry.capability_text(target.capability)}"
-            if target.capability else "this machine: no CUDA device")
+    here = (f"this machine: a GPU of compute capability {registry.capability_text(target.capability)} (cc)"
+            if target.capability else "this machine: no CUDA GPU; cc: a GPU's compute capability")
     where_width = max(len(b.runs_on()) for b in registry.BACKENDS)
     print(f"{'backend':15s} {'runs on':{where_width}s} description  [{here}]")
     for b in registry.BACKENDS:

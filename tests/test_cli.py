@@ -337,7 +337,7 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
 def test_list_shows_where_each_backend_runs(capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "CPU or CUDA" in out and "CUDA >= 7.5" in out \
+    assert "CPU or GPU" in out and "GPU cc >= 7.5" in out and "cc: a GPU's compute capability" in out \
         and "dtypes: bfloat16, float16 (PyTorch's kernel accepts float16/bfloat16 only)" in out
 
 

@@ -100,7 +100,7 @@ def test_a_version_needing_ampere_is_unavailable_on_turing_with_the_reason():
         "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5"
     runnable, unavailable = registry.partition([registry.get("v01"), NEEDS_AMPERE], TURING)
     assert [b.name for b in runnable] == ["v01"] and "compute capability 8.0" in unavailable["v15"]
-    assert NEEDS_AMPERE.runs_on() == "CUDA >= 8.0"
+    assert NEEDS_AMPERE.runs_on() == "GPU cc >= 8.0"
 
 
 def test_the_compile_check_skips_its_sm75_build():
@@ -127,7 +127,7 @@ def test_list_shows_a_version_unavailable_on_this_gpu(monkeypatch, capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("v15"))
-    assert "CUDA >= 8.0" in line and "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5" in line
+    assert "GPU cc >= 8.0" in line and "needs compute capability 8.0 (v15 cp_async); this GPU is 7.5" in line
     assert "compute capability 7.5" in out.splitlines()[0]
 
 
@@ -144,7 +144,7 @@ def test_an_arch_specific_version_runs_on_its_capability_only(capability):
     assert HOPPER_ONLY.why_unavailable(HOPPER) is None
     assert HOPPER_ONLY.why_unavailable(gpu) == f"{HOPPER_ONLY_NEEDS}; this GPU is {capability[0]}.{capability[1]}"
     assert registry.get("v16").why_unavailable(gpu) is None  # the portable build of the same row
-    assert HOPPER_ONLY.runs_on() == "CUDA 9.0 only"
+    assert HOPPER_ONLY.runs_on() == "GPU cc 9.0 only"
 
 
 def test_a_row_names_its_arch_specific_target_once():

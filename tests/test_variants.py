@@ -94,7 +94,7 @@ def test_a_variant_of_an_arch_specific_version_keeps_its_target(tmp_path, monkey
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
     hopper_only = dataclasses.replace(registry.get("v16"), min_compute_capability=(9, 0), arch_specific=(9, 0))
     row = materialize(VariantSpec("v16k", hopper_only, (PROJECT_ROOT / K_FLOAT2,)), tmp_path)
-    assert (row.arch_specific, row.min_compute_capability, row.runs_on()) == ((9, 0), (9, 0), "CUDA 9.0 only")
+    assert (row.arch_specific, row.min_compute_capability, row.runs_on()) == ((9, 0), (9, 0), "GPU cc 9.0 only")
     assert compiled_arch(row, built_arch((9, 0))) == "sm_90a"
 
 
