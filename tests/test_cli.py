@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import json
 import os
 import shutil
@@ -284,6 +285,25 @@ def test_a_row_the_csv_module_rejects_in_a_results_file(tmp_path, capsys):
         path.write_bytes(damaged + b"\r\n" + rest)
         for command in (["report"], ["plot", "--plots-dir", str(plots)]):
             harness([*command, "--results-dir", str(results)], capsys, f"{path}:1: the header is damaged ({why}")
+
+
+def test_plot_leaves_a_closed_stdout_to_the_entry_point(tmp_path, monkeypatch):
+    """'wrote FILE' into a pipe the reader closed is not a figure that cannot be written (it
+    said 'error: cannot write a file: Broken pipe'): the BrokenPipeError reaches __main__.py,
+    which ends quietly (tests/test_interrupts.py)."""
+    results = tmp_path / "results"
+    results_with_kernel_rows(results)
+    monkeypatch.setattr("harness.plots.plot_all", lambda gpus, plots_dir: [plots_dir / "a.png"])
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    with pytest.raises(BrokenPipeError):
+        harness_cli.main(["plot", "--results-dir", str(results), "--plots-dir", str(tmp_path / "plots")])
+
+
+class ClosedPipe(io.StringIO):
+    """stdout after the reader has gone."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def test_plot_and_report_read_results_from_an_existing_folder(tmp_path, capsys):
