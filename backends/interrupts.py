@@ -1,4 +1,5 @@
-"""Ending a run on SIGTERM and SIGHUP the way Ctrl-C ends it.
+"""Ending a run on SIGTERM and SIGHUP the way Ctrl-C ends it, and quietly when its output
+is no longer read.
 
 A scheduler's time limit, `timeout` and `kill` send SIGTERM, a dropped SSH session SIGHUP;
 by default either ends Python at once, without running `finally` blocks or saying anything.
@@ -6,6 +7,10 @@ Inside `stop_on_signals()` they raise `Stopped`, a KeyboardInterrupt, where they
 every path that handles Ctrl-C (rows already written are kept, locks released, one line on
 stderr) handles them too. Nothing is installed at import; the previous handlers come back
 when the block ends.
+
+A reader that stops early (`python -m harness list | head -1`) closes the pipe stdout writes
+to; Python ignores SIGPIPE, so the next write raises BrokenPipeError. Inside
+`quiet_when_stdout_closes()` that ends the run silently, as SIGPIPE ends other programs.
 """
 from __future__ import annotations
 
@@ -85,6 +90,24 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for signum, current in previous.items():
             signal.signal(signum, current if current is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def quiet_when_stdout_closes() -> Iterator[None]:
+    """For a command-line entry point: a BrokenPipeError on stdout, within the block or when
+    it flushes what is left at the end, exits with status 141 (128 + SIGPIPE, what a shell
+    reports for a writer SIGPIPE ended) and no traceback. stdout is pointed at os.devnull
+    first, so that the interpreter's own flush at exit does not fail again."""
+    try:
+        try:
+            yield
+        finally:  # what is still buffered is written here, not at exit (also after sys.exit)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        sys.exit(128 + signal.SIGPIPE)
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:

@@ -1,8 +1,8 @@
 import sys
 
-from backends.interrupts import describe, exit_status, stop_on_signals
+from backends.interrupts import describe, exit_status, quiet_when_stdout_closes, stop_on_signals
 
-with stop_on_signals():
+with quiet_when_stdout_closes(), stop_on_signals():
     try:
         from gpt2.cli import main
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP while torch imports

@@ -354,8 +354,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if gpus:
         folder_to_write(args.plots_dir, "--plots-dir")
     with _writing():
-        for path in plot_all(gpus, args.plots_dir):
-            print(f"wrote {_shown(path)}")
+        written = plot_all(gpus, args.plots_dir)
+    for path in written:  # outside _writing: a closed stdout is not a file that cannot be written
+        print(f"wrote {_shown(path)}")
     return 0
 
 

@@ -17,6 +17,7 @@ deterministic: the same results give the same bytes.
 """
 from __future__ import annotations
 
+import io
 import math
 import statistics
 import textwrap
@@ -30,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from backends import registry
+from harness.files import write_atomically
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, Shape
 from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, name_ranges, registry_row,
@@ -915,9 +917,11 @@ def _comparison_panel(ax: Axes, gpus: Sequence[GpuResults], names: list[str], dt
 # -- writing -----------------------------------------------------------------------------------
 def save(fig: Figure, path: Path) -> Path:
     """PNG at the figure's own size, without the software version in its metadata (so the
-    bytes depend on the results alone)."""
+    bytes depend on the results alone); drawn in memory, then written whole (harness/files.py)."""
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    write_atomically(path, png.getvalue())
     return path
 
 

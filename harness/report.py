@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.bench_e2e import LOGITS_FACTOR
+from harness.files import write_atomically
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, Shape
@@ -494,7 +495,7 @@ def _write_if_changed(path: Path, text: str, old: str) -> bool:
     """Write `text` unless the file already holds it (`old`); True if it was written."""
     if text == old:
         return False
-    path.write_text(text)
+    write_atomically(path, text.encode())
     return True
 
 
@@ -508,14 +509,14 @@ def readme_text(old: str, gpus: Sequence[GpuResults], plots_dir: Path, results_d
 def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path) -> list[Path]:
     """Rewrite the generated blocks of README.md and versions/*/README.md; the files whose
     content changed (the others are not touched)."""
-    old = README.read_text()
+    old = README.read_text(encoding="utf-8")
     text = readme_text(old, gpus, plots_dir, results_dir, README)
     written = [README] if _write_if_changed(README, text, old) else []
     for version in registry.versions():
         path = version.source_dir / "README.md"
         sections = [s for r in gpus if (s := version_section(r, version)) is not None]
         body = "\n\n".join(sections) or "_Not measured yet._"
-        old = path.read_text()
+        old = path.read_text(encoding="utf-8")
         if _write_if_changed(path, replace_block(old, "measured", body), old):
             written.append(path)
     return written
@@ -524,8 +525,8 @@ def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Pat
 def write_report(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, path: Path) -> Path:
     """The same tables as the README's, into a file of their own (a trial run's report)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Results\n\n" + headline_block(gpus, plots_dir, path) + "\n\n"
-                    + results_block(gpus, plots_dir, path, results_dir) + "\n\n## Provenance\n\n"
-                    + provenance_block(gpus) + "\n")
+    write_atomically(path, ("# Results\n\n" + headline_block(gpus, plots_dir, path) + "\n\n"
+                            + results_block(gpus, plots_dir, path, results_dir) + "\n\n## Provenance\n\n"
+                            + provenance_block(gpus) + "\n").encode())
     return path
 

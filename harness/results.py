@@ -4,7 +4,8 @@ Each file's schema is a frozen dataclass (its fields are the columns, the proven
 fields last); the writer and every reader use it, so values are parsed into their
 types once, here. Rows are appended and pushed to disk one by one, so an interrupted
 sweep keeps every finished row and a rerun resumes where it stopped. A damaged row (cut
-short, a value that does not parse) is reported with its file and line and skipped.
+short, a value that does not parse, bytes the csv module rejects) is reported with its file
+and line and skipped.
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from typing import Generic, TypeVar
 
 from backends.environment import Provenance
 from harness.study import Shape
+
+if typing.TYPE_CHECKING:
+    from _csv import Reader as CsvReader  # what csv.reader returns
 
 PROVENANCE_COLUMNS = tuple(f.name for f in dataclasses.fields(Provenance))
 OK = "ok"  # the status of a measured row; any other status says why it was not measured
@@ -179,24 +183,30 @@ class Table(Generic[R]):
         problems: list[str] = []
         with _open_text(path) as f:
             reader = csv.reader(f)
-            header = next(reader, [])
-            self._check_header(path, header)
-            for fields in reader:
+            header = self._read_header(path, reader)
+            for fields in _records(reader, path, problems):
                 if not fields:
                     continue
                 try:
-                    _check_utf8(fields)
+                    _check_text(fields)
                     rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
                 except ValueError as err:
-                    problems.append(f"{path}:{reader.line_num}: skipped a damaged row ({err})")
+                    problems.append(_skipped(path, reader.line_num, err))
         return ReadResult(rows, problems)
 
-    def _check_header(self, path: Path, header: list[str]) -> None:
+    def _read_header(self, path: Path, reader: typing.Iterator[list[str]]) -> list[str]:
+        """The first row of `reader`, checked: ResultsFileError for a damaged header or the
+        columns of another schema."""
         try:
-            _check_utf8(header)
-        except ValueError as err:
+            header = next(reader, [])
+            _check_text(header)
+        except (csv.Error, ValueError) as err:
             raise ResultsFileError(f"{path}:1: the header is damaged ({err}): move the file away, or measure "
                                    "again into a fresh folder (e.g. --results-dir)") from None
+        self._check_columns(path, header)
+        return header
+
+    def _check_columns(self, path: Path, header: list[str]) -> None:
         missing = [c for c in self.columns if c not in header]
         extra = [c for c in header if c not in self.columns]
         if missing or extra:
@@ -221,7 +231,7 @@ class Table(Generic[R]):
         new = not path.exists() or path.stat().st_size == 0
         if not new:
             with _open_text(path) as f:
-                self._check_header(path, next(csv.reader(f), []))
+                self._read_header(path, csv.reader(f))
             with path.open("rb") as f:
                 f.seek(-1, os.SEEK_END)
                 cut_short = f.read(1) != b"\n"  # a row cut short by a crash: start a new line
@@ -238,16 +248,43 @@ class Table(Generic[R]):
             os.fsync(f.fileno())
 
 
+def _records(reader: CsvReader, path: Path, problems: list[str]) -> typing.Iterator[list[str]]:
+    """The rows `reader` reads after the header. One the csv module rejects (a field longer
+    than csv.field_size_limit(), as an unclosed quote makes of the rest of a file) is listed
+    in `problems` instead of raising csv.Error, and the reader goes on at the next line."""
+    while True:
+        line = reader.line_num
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            if reader.line_num == line:  # it read nothing, so it would fail the same way again
+                problems.append(f"{path}:{line + 1}: skipped the rest of the file ({err})")
+                return
+            problems.append(_skipped(path, reader.line_num, err))
+            continue
+        yield fields
+
+
+def _skipped(path: Path, line: int, why: Exception) -> str:
+    return f"{path}:{line}: skipped a damaged row ({why})"
+
+
 def _open_text(path: Path) -> typing.TextIO:
     """`path` as UTF-8 text for csv; a byte that is not UTF-8 reads as a surrogate, which
-    _check_utf8 reports with its row instead of failing the whole file."""
+    _check_text reports with its row instead of failing the whole file."""
     return path.open(newline="", encoding="utf-8", errors="surrogateescape")
 
 
-def _check_utf8(fields: list[str]) -> None:
-    """ValueError naming the first byte of `fields` that was not UTF-8 (see _open_text)."""
+def _check_text(fields: list[str]) -> None:
+    """ValueError naming the first byte of `fields` the writer never writes: one that was not
+    UTF-8 (see _open_text), or a NUL (the zeros a crash or a bad copy can leave in a file;
+    csv reads it as text from Python 3.11 on, where before it raised csv.Error)."""
     for field in fields:
         for char in field:
+            if char == "\0":
+                raise ValueError("a NUL byte")
             if "\udc80" <= char <= "\udcff":
                 raise ValueError(f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 

@@ -3,7 +3,9 @@ non-zero exit instead of a traceback. Refusals run in-process (fast); each entry
 (python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test."""
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ import torch
 from backends.registry import PROJECT_ROOT
 from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
+from harness.results import KERNELS
 
 PROMPT_IDS = [15496, 11, 314, 1101, 257, 3303, 2746, 11]
 
@@ -256,6 +259,51 @@ def test_a_byte_that_is_not_utf8_in_a_results_file(tmp_path, capsys):
     for command in (["report"], ["plot", "--plots-dir", str(plots)]):
         harness([*command, "--results-dir", str(results)], capsys,
                 f"{path}:1: the header is damaged (not UTF-8 text: byte 0xe9)")
+
+
+def test_a_row_the_csv_module_rejects_in_a_results_file(tmp_path, capsys):
+    """A NUL byte (which csv reads as text from Python 3.11 on, and rejected before) or a field
+    longer than csv.field_size_limit() (csv.Error): in a row, the row is skipped with its file
+    and line and the rows after it are read; in the header, the file is refused. Never a
+    csv.Error traceback."""
+    results, plots = tmp_path / "results", tmp_path / "plots"
+    path = results_with_kernel_rows(results)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"ok", b"o\x00k", 1)
+    lines[3] = lines[3].replace(b"ok", b"ok" + b"x" * csv.field_size_limit(), 1)
+    path.write_bytes(b"\n".join(lines))
+    for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+        assert harness_cli.main([*command, "--results-dir", str(results)]) == 0
+        err = capsys.readouterr().err
+        assert f"warning: {path}:3: skipped a damaged row (a NUL byte)" in err, err
+        assert f"warning: {path}:4: skipped a damaged row (field larger than field limit" in err, err
+        assert "Traceback" not in err
+    assert len(KERNELS.read(path).rows) == 2, "the rows before and after them"
+    header, rest = path.read_bytes().split(b"\r\n", 1)  # csv ends its lines with CR LF
+    for damaged, why in ((header.replace(b"backend", b"back\x00end"), "a NUL byte"),
+                         (header + b"x" * csv.field_size_limit(), "field larger than field limit")):
+        path.write_bytes(damaged + b"\r\n" + rest)
+        for command in (["report"], ["plot", "--plots-dir", str(plots)]):
+            harness([*command, "--results-dir", str(results)], capsys, f"{path}:1: the header is damaged ({why}")
+
+
+def test_plot_leaves_a_closed_stdout_to_the_entry_point(tmp_path, monkeypatch):
+    """'wrote FILE' into a pipe the reader closed is not a figure that cannot be written (it
+    said 'error: cannot write a file: Broken pipe'): the BrokenPipeError reaches __main__.py,
+    which ends quietly (tests/test_interrupts.py)."""
+    results = tmp_path / "results"
+    results_with_kernel_rows(results)
+    monkeypatch.setattr("harness.plots.plot_all", lambda gpus, plots_dir: [plots_dir / "a.png"])
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    with pytest.raises(BrokenPipeError):
+        harness_cli.main(["plot", "--results-dir", str(results), "--plots-dir", str(tmp_path / "plots")])
+
+
+class ClosedPipe(io.StringIO):
+    """stdout after the reader has gone."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def test_plot_and_report_read_results_from_an_existing_folder(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """SIGTERM and SIGHUP end a command the way Ctrl-C does (backends/interrupts.py): what is
 done is kept, one line says what stopped it and how to resume, the status is 128 + the
-signal, and nothing prints a traceback, also while torch is still importing."""
+signal, and nothing prints a traceback, also while torch is still importing. A reader that
+closes stdout early ends the command silently, with SIGPIPE's status."""
 from __future__ import annotations
 
 import contextlib
@@ -257,3 +258,58 @@ def test_run_all_forwards_sigterm_and_says_how_to_resume(tmp_path):
         "run_all.sh: stopped by SIGTERM during plots; --plots-only measures nothing; to redraw the plots and "
         f"tables, run the same command again: run_all.sh {' '.join(args)}")
     assert not (results / "report.md").exists(), "nothing runs after the signal"
+
+
+# `python -m harness list | head -1`: the reader closes the pipe while the command writes on.
+# main is replaced by one that prints a line, waits until the test has closed its end of the
+# pipe (and stdin after it), then writes into the closed pipe the way `then` says.
+CLOSED_STDOUT = textwrap.dedent("""
+    import runpy, sys
+    from {module} import cli
+
+    def main(argv=None):
+        print("first", flush=True)
+        sys.stdin.read()
+        {then}
+
+    cli.main = main
+    sys.argv = [{module!r}]
+    runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+""")
+WRITES = {
+    "printing": "while True: print('more')",  # BrokenPipeError inside main
+    "returning": "print('last'); return 0",  # at the flush after main returns
+    "exiting": "print('usage'); sys.exit(0)",  # as argparse ends --help: at the flush after SystemExit
+}
+
+
+@pytest.mark.parametrize("module,then", [("harness", "printing"), ("harness", "returning"), ("harness", "exiting"),
+                                         ("gpt2", "printing")])
+def test_a_closed_stdout_ends_the_command_silently(module, then):
+    """It ended with a BrokenPipeError traceback (inside main) or 'Exception ignored ...
+    BrokenPipeError' and status 120 (at the interpreter's last flush)."""
+    script = CLOSED_STDOUT.format(module=module, then=WRITES[then])
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=PROJECT_ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "first\n", proc.stderr.read()
+    proc.stdout.close()
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the process did not stop")
+    err = proc.stderr.read()
+    assert err == "" and proc.returncode == 128 + signal.SIGPIPE, (proc.returncode, err)
+
+
+def test_python_m_harness_list_into_a_closed_pipe():
+    """The command as a user runs it; whether its last lines meet the closed pipe depends on
+    timing (the test above makes sure they do)."""
+    proc = popen([sys.executable, "-m", "harness", "list"])
+    assert proc.stdout.readline().startswith("backend"), proc.stderr.read()
+    proc.stdout.close()
+    proc.wait(timeout=60)
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode in (0, 128 + signal.SIGPIPE), err

@@ -2,6 +2,7 @@
 with file and line and skipped, files of another schema refused with their name."""
 from __future__ import annotations
 
+import csv
 import dataclasses
 
 import pytest
@@ -57,3 +58,38 @@ def test_a_file_of_another_schema_is_refused_by_name(tmp_path):
     with pytest.raises(ResultsFileError, match=str(path)):
         KERNELS.append(path, None)  # refused before anything is written
     assert path.read_text().count("\n") == 2
+
+
+def test_a_reader_that_cannot_go_on_reports_the_rest_of_the_file(tmp_path, monkeypatch):
+    """Where csv's reader raises csv.Error without reading a line, reading on would fail the
+    same way forever: the rows before are kept and the rest of the file is reported."""
+    path = tmp_path / CORRECTNESS.file_name
+    for T in (1, 33, 65):
+        CORRECTNESS.append(path, row(T))
+    real = csv.reader
+
+    class Stuck:
+        """csv's reader, stuck after line 2."""
+
+        def __init__(self, f) -> None:
+            self.inner = real(f)
+            self.asked = 0
+
+        @property
+        def line_num(self) -> int:
+            return self.inner.line_num
+
+        def __iter__(self):
+            return self
+
+        def __next__(self) -> list[str]:
+            if self.inner.line_num == 2:
+                self.asked += 1
+                assert self.asked < 3, "read on after it was stuck: it would never end"
+                raise csv.Error("stuck")
+            return next(self.inner)
+
+    monkeypatch.setattr(csv, "reader", Stuck)
+    result = CORRECTNESS.read(path)
+    assert [r.T for r in result.rows] == [1]
+    assert result.problems == [f"{path}:3: skipped the rest of the file (stuck)"]
