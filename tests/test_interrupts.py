@@ -137,6 +137,45 @@ def signalled_now(proc: subprocess.Popen, signum: int) -> tuple[str, str]:
         pytest.fail("the process did not stop")
 
 
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process pid runs `python -m harness` and has a handler for signum (Linux: its
+    command line and the SigCgt mask in /proc; a shell not yet replaced by exec catches
+    signals of its own)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    if b"harness" not in command:
+        return False
+    mask = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+def wait_until_a_child_catches(parent: int, signum: int, timeout: float = 60.0) -> None:
+    """Waits until a child of `parent`, `python -m harness`, has installed its handler for
+    signum. A fixed sleep
+    instead made the test fail on a loaded machine: the signal came before the handler."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(_parent_of(pid) == parent and _catches(pid, signum) for pid in _pids()):
+            return
+        time.sleep(0.02)
+    pytest.fail(f"no child of {parent} caught signal {signum} within {timeout} s")
+
+
 def popen(args: list[str], env: dict | None = None, new_session: bool = False) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=new_session)
@@ -249,7 +288,7 @@ def test_run_all_forwards_sigterm_and_says_how_to_resume(tmp_path):
         line = proc.stdout.readline()
         assert line, proc.stderr.read()
         out += line
-    time.sleep(0.5)  # python is importing torch (1.5 s or more), its handlers installed
+    wait_until_a_child_catches(proc.pid, signal.SIGTERM)  # the stage's harness, handlers installed
     _, err = signalled_now(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     assert "Traceback" not in err, err
