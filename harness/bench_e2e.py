@@ -48,9 +48,9 @@ from gpt2.weights import WeightsSource, build_model
 from harness.results import E2E, OK, E2ERow, done
 
 # Eager runs are host-bound at these sizes (the GPU waits for Python) and shown beside the GPU
-# time, the study's measure, which comes from the graph replays. One run: a second added about
-# 160 s to a full three-dtype sweep on an H100 (the sum of every backend's eager time), a sixth
-# of it, for a spread the tables could only call noisy (up to 25% between two runs).
+# time, the study's measure, which comes from the graph replays. One run: a second cost about
+# 2.7 s per backend on an H100 (measured, sweeps e2660f9 and 095c78e), over two minutes of a
+# three-dtype sweep, for a spread the tables could only call noisy (up to 25% between two runs).
 EAGER_RUNS = 1
 GRAPH_REPLAYS = 2  # timed, after one warm-up replay; replays of one graph differ by under 0.1%
 WARMUP_TOKENS = 8  # a short generation per backend before timing (loads its kernels)

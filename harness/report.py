@@ -263,9 +263,8 @@ def _sweep_totals(r: GpuResults) -> str:
     parts = []
     for (commit, mode, backends, dtypes), runs in sweeps.items():
         total = sum(runs.values())
-        count = "1 run" if len(runs) == 1 else f"{len(runs)} runs"
         parts.append(f"{mode} sweep of `{backends}` in `{dtypes}` at `{commit}`: {total:,.0f} s "
-                     f"({total / 60:.1f} minutes) in {count}")
+                     f"({total / 60:.1f} minutes) in {_runs([len(runs)], 'runs')}")
     return ("Each sweep's runs added up (a resumed run measures only what is missing, so the sum is about what "
             "the sweep costs from cold): " + "; ".join(parts) + ".")
 
