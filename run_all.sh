@@ -132,6 +132,7 @@ fi
 
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS
+precompile_pids=() precompile_logs=()  # the background compilers (below) and their logs
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 print_times() {
   [[ ${#stage_names[@]} -gt 0 ]] || return 0
@@ -180,6 +181,7 @@ stopped() {  # stopped SIGNAL EXIT_STATUS
     stage_names+=("$running_stage (stopped)") stage_seconds+=($((SECONDS - running_since))) stage_status+=("$2")
     what="$what during $running_stage"
   fi
+  stop_precompile
   trap - EXIT
   print_times
   [[ $plots_only -eq 1 ]] || record_stages
@@ -197,12 +199,54 @@ if [[ -z "$backends" ]]; then
   # --quick leaves out the backends whose registry row says why (python -m harness list).
   if [[ ${#quick[@]} -gt 0 ]]; then backends=quick; else backends=all; fi
 fi
+# Compile ahead (python -m harness precompile --help): flex-attention's compilations, one
+# process per dtype in the background while the build and the gate run (neither is timed);
+# every one has ended before the kernel benchmark starts. Their output goes to a log each.
+start_precompile() {
+  local dtype log
+  for dtype in $("$PYTHON" -c 'import sys; from backends import precision; print(*precision.select(sys.argv[1]))' \
+                 "$dtypes" 2>/dev/null); do
+    log=$(mktemp "${TMPDIR:-/tmp}/run_all.precompile.$dtype.XXXXXX")
+    (trap - INT; exec "${harness[@]}" precompile --backends "$backends" --dtypes "$dtype" "${quick[@]}" \
+       "${model[@]}" >"$log" 2>&1) &
+    precompile_pids+=($!) precompile_logs+=("$log")
+  done
+}
+wait_for_precompile() {  # timed as a stage of its own: the time the sweep waited for it
+  [[ ${#precompile_pids[@]} -gt 0 ]] || return 0
+  local start=$SECONDS i status
+  printf '\n== %s\n' "precompile wait"
+  running_stage="precompile wait" running_since=$start
+  for i in "${!precompile_pids[@]}"; do
+    status=0
+    wait "${precompile_pids[$i]}" || status=$?
+    if [[ $status -eq 0 ]]; then
+      tail -n 1 "${precompile_logs[$i]}"
+    else
+      echo "precompile failed (exit status $status); the stages compile what they need. Its log ends:"
+      tail -n 5 "${precompile_logs[$i]}" | sed 's/^/  /'
+    fi
+    rm -f "${precompile_logs[$i]}"
+  done
+  running_stage="" precompile_pids=()
+  stage_names+=("precompile wait") stage_seconds+=($((SECONDS - start))) stage_status+=(0)
+}
+stop_precompile() {  # on any exit: no compiler outlives the sweep
+  [[ ${#precompile_pids[@]} -gt 0 ]] || return 0
+  kill "${precompile_pids[@]}" 2>/dev/null
+  wait "${precompile_pids[@]}" 2>/dev/null
+  rm -f "${precompile_logs[@]}"
+}
+trap 'stop_precompile; print_times' EXIT
+
 if [[ $plots_only -eq 0 ]]; then
+  start_precompile
   # A version that fails to build is reported, and the gate leaves it out; the others go on.
   stage build "${harness[@]}" build --backends "$backends" || [[ $? -eq 1 ]]
   # A backend that fails the gate is reported and left out of the timings; the others go on.
   stage "correctness gate" "${harness[@]}" check --backends "$backends" --dtypes "$dtypes" "${fresh[@]}" \
     "${results[@]}" || echo "some backends failed the gate or cannot run here: see above"
+  wait_for_precompile
   stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
     "${fresh[@]}" "${results[@]}"
   stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \

@@ -16,6 +16,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from backends import baselines, precision
+from gpt2.config import GPT2Config
 from gpt2.model import GPT2, AttentionFn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ VERSIONS_DIR = PROJECT_ROOT / "versions"
 HEAD_DIM = 64  # d: the op contract's head size (GPT-2's)
 
 Capability = tuple[int, int]  # CUDA compute capability (major, minor)
+Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]  # one call's q, k, v, num_heads
 # Turing, the original study's GTX 1660 Super, and the oldest GPU CUDA 13 builds for: what
 # every version runs on unless its row asks for more.
 OLDEST_CAPABILITY: Capability = (7, 5)
@@ -84,6 +86,7 @@ class Backend:
     quick: str | None = None
 
     is_version: ClassVar[bool] = False
+    compiles: ClassVar[bool] = False  # compiles code at a new shape: precompile() has work to do
 
     def accepts(self, dtype: str) -> bool:
         return dtype in self.dtypes
@@ -149,6 +152,15 @@ class Backend:
         """Whatever must happen before `model`, running this backend's attention, generates up to
         max_tokens in a timed or captured run (nothing, unless a row says otherwise)."""
 
+
+    def precompile(self, device: torch.device, dtype: str, *, gate: Iterable[Inputs], bench: Iterable[Inputs],
+                   generation: tuple[GPT2Config, int] | None) -> None:
+        """Compile now what the sweep's stages will compile: the calls the correctness gate
+        makes (gate), the calls the kernel benchmark times (bench) and a generation of up to
+        generation[1] tokens by a model of generation[0]'s shape. For a backend that compiles
+        into on-disk caches, a later process then finds its code there. Nothing, unless a row
+        compiles."""
+
     def _load(self, device: torch.device) -> AttentionFn:
         raise NotImplementedError(f"{type(self).__name__} does not say how to run {self.name}")
 
@@ -176,6 +188,8 @@ class FlexBaseline(Backend):
     """flex_attention compiled by torch.compile (a Triton kernel), causal block mask: one
     dynamic-shape compilation for the gate and generation, one per shape for the benchmark."""
 
+    compiles: ClassVar[bool] = True
+
     def _load(self, device: torch.device) -> AttentionFn:
         from backends.flex import flex_attention_for
 
@@ -188,11 +202,25 @@ class FlexBaseline(Backend):
         return flex_attention_for(torch.device(device), dynamic=False)
 
     def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
+        weight = next(model.parameters())
+        self._prepare_lengths(weight.device, weight.dtype, model.config, max_tokens)
+
+    @staticmethod
+    def _prepare_lengths(device: torch.device, dtype: torch.dtype, config: GPT2Config, max_tokens: int) -> None:
         from backends.flex import flex_attention_for
 
-        weight = next(model.parameters())
-        flex_attention_for(weight.device).prepare(max_tokens, dtype=weight.dtype, num_heads=model.config.n_head,
-                                                  width=model.config.n_embd)
+        flex_attention_for(device).prepare(max_tokens, dtype=dtype, num_heads=config.n_head, width=config.n_embd)
+
+    def precompile(self, device: torch.device, dtype: str, *, gate: Iterable[Inputs], bench: Iterable[Inputs],
+                   generation: tuple[GPT2Config, int] | None) -> None:
+        dynamic, static = self.attention(device, dtype), self.timed_attention(device, dtype)
+        for q, k, v, num_heads in gate:
+            dynamic(q, k, v, num_heads)
+        for q, k, v, num_heads in bench:
+            static(q, k, v, num_heads)
+        if generation is not None:
+            config, max_tokens = generation
+            self._prepare_lengths(torch.device(device), precision.torch_dtype(dtype), config, max_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)

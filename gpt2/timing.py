@@ -170,19 +170,29 @@ def external_events_supported() -> bool:
         return False
 
 
-def time_graph(model: GPT2, plan: GenerationPlan, *, replays: int, warmup_replays: int = 1) -> GraphTiming:
-    """GPU time of the generation captured as a CUDA graph: `warmup_replays`, then `replays` timed.
+def time_graph(model: GPT2, plan: GenerationPlan, *, replays: int, warmup_replays: int = 1,
+               budget_s: float | None = None) -> GraphTiming:
+    """GPU time of the generation captured as a CUDA graph: `warmup_replays`, then up to
+    `replays` timed, fewer where `budget_s` says: the timed replays stop once their GPU time
+    adds up to budget_s (at least one is timed).
 
     Raises whatever capture raises when something in the generation cannot be captured.
     """
     if replays < 1:
         raise ValueError(f"replays must be at least 1, got {replays}")
+    if budget_s is not None and budget_s <= 0:
+        raise ValueError(f"budget_s must be positive, got {budget_s}")
     device = model_device(model)
     if device.type != "cuda":
         raise ValueError(f"CUDA graphs need a CUDA device, the model is on {device}")
     if external_events_supported():
-        return _one_graph(model, plan, replays, warmup_replays)
-    return _graph_per_length(model, plan, replays, warmup_replays)
+        return _one_graph(model, plan, replays, warmup_replays, budget_s)
+    return _graph_per_length(model, plan, replays, warmup_replays, budget_s)
+
+
+def _enough(timed: list[float], replays: int, budget_s: float | None) -> bool:
+    """Whether the timed replays so far (seconds each) are all that is wanted."""
+    return len(timed) >= replays or (budget_s is not None and sum(timed) >= budget_s)
 
 
 def _warm_up_on(stream: torch.cuda.Stream, model: GPT2, plan: GenerationPlan) -> None:
@@ -206,7 +216,8 @@ def _capture(model: GPT2, ids: torch.Tensor, prompt_len: int, stream: torch.cuda
     return graph
 
 
-def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int) -> GraphTiming:
+def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int,
+               budget_s: float | None) -> GraphTiming:
     device = model_device(model)
     ids = prompt_buffer(plan.prompt_ids, plan.total, device)  # uploaded before capture
     stream = torch.cuda.Stream(device)
@@ -224,19 +235,21 @@ def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: 
     graph = _capture(model, ids, plan.prompt_len, stream, step, first=start)
     seconds: dict[int, list[float]] = {n: [] for n in plan.token_counts}
     try:
-        for i in range(warmup_replays + replays):
+        for _ in range(warmup_replays):
+            graph.replay()
+        while not _enough(seconds[plan.total], replays, budget_s):
             graph.replay()
             torch.cuda.synchronize(device)
-            if i >= warmup_replays:
-                for n, mark in marks.items():
-                    seconds[n].append(start.elapsed_time(mark) / 1e3)
+            for n, mark in marks.items():
+                seconds[n].append(start.elapsed_time(mark) / 1e3)
         token_ids = tuple(ids[0].tolist())
     finally:
         graph.reset()
     return GraphTiming({n: Spread(tuple(s)) for n, s in seconds.items()}, token_ids, ONE_GRAPH)
 
 
-def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int) -> GraphTiming:
+def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int,
+                      budget_s: float | None) -> GraphTiming:
     device = model_device(model)
     stream = torch.cuda.Stream(device)
     _warm_up_on(stream, model, plan)
@@ -245,16 +258,17 @@ def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_re
     for n in plan.token_counts:
         ids = prompt_buffer(plan.prompt_ids, n, device)
         graph = _capture(model, ids, plan.prompt_len, stream)
-        values = []
+        values: list[float] = []
         try:
-            for i in range(warmup_replays + replays):
+            for _ in range(warmup_replays):
+                graph.replay()
+            while not _enough(values, replays, budget_s):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 graph.replay()
                 end.record()
                 torch.cuda.synchronize(device)
-                if i >= warmup_replays:
-                    values.append(start.elapsed_time(end) / 1e3)
+                values.append(start.elapsed_time(end) / 1e3)
             token_ids = tuple(ids[0].tolist())
         finally:
             graph.reset()

@@ -4,7 +4,8 @@ every length at once.
 Per backend and dtype (the model's weights cast once to the dtype, activations in it), one
 generation of the longest length gives every reported length (gpt2/timing.py): eager times
 from EAGER_RUNS runs with CUDA events at the step boundaries, and GPU times from replays of
-the whole generation captured once as one CUDA graph. The graph's tokens are checked
+the whole generation captured once as one CUDA graph (one warm-up replay, then timed ones
+within GRAPH_BUDGET_S of GPU time, at most GRAPH_REPLAYS). The graph's tokens are checked
 against the eager run's.
 
 Accuracy, on every row:
@@ -52,7 +53,14 @@ from harness.results import E2E, OK, E2ERow, done
 # 2.7 s per backend on an H100 (measured, sweeps e2660f9 and 095c78e), over two minutes of a
 # three-dtype sweep, for a spread the tables could only call noisy (up to 25% between two runs).
 EAGER_RUNS = 1
-GRAPH_REPLAYS = 2  # timed, after one warm-up replay; replays of one graph differ by under 0.1%
+# GPU time: one warm-up replay (the first replay of a graph ran up to 1.5% slower than the next,
+# measured in experiments/sweep_time_profile.py's run on an H100), then timed replays until
+# their GPU time reaches GRAPH_BUDGET_S, at most GRAPH_REPLAYS: two for a half-precision
+# generation (0.4-0.6 s), one for a float32 one (1.5-4.7 s). Timed replays of one graph
+# differed by at most 0.2% in that run, so a second float32 replay (42 s of a sweep) would
+# add nothing but time.
+GRAPH_REPLAYS = 2
+GRAPH_BUDGET_S = 0.8
 WARMUP_TOKENS = 8  # a short generation per backend before timing (loads its kernels)
 LOGITS_FACTOR = 1.25  # half precision: mean logits error at most this times the same-dtype naive's
 EAGER_ONLY_ON_CPU = "eager only: CUDA graphs need a CUDA device"
@@ -157,7 +165,7 @@ class Sweep:
             previous_attention = model.attention
             model.set_attention(no_attention)
             try:
-                timing = time_graph(model, self.plan, replays=GRAPH_REPLAYS)
+                timing = time_graph(model, self.plan, replays=GRAPH_REPLAYS, budget_s=GRAPH_BUDGET_S)
                 self._floor[dtype] = {n: s.median for n, s in timing.seconds.items()}
             except Exception as err:  # noqa: BLE001 -- reported on every row instead of a share
                 self._floor[dtype] = f"no attention share: the floor could not be captured ({err})"
@@ -177,7 +185,7 @@ class Sweep:
         if not self.on_cuda:
             return eager, None, EAGER_ONLY_ON_CPU
         try:
-            return eager, time_graph(model, self.plan, replays=GRAPH_REPLAYS), None
+            return eager, time_graph(model, self.plan, replays=GRAPH_REPLAYS, budget_s=GRAPH_BUDGET_S), None
         except Exception as err:  # noqa: BLE001 -- any capture failure is reported on the row
             first_line = (str(err).strip().splitlines() or [""])[0]
             return eager, None, f"not capturable ({type(err).__name__}: {first_line}): eager time only"
@@ -231,7 +239,7 @@ class Sweep:
         return E2ERow(
             backend=backend.name, dtype=dtype, tokens=n, prompt_tokens=self.plan.prompt_len, status=status,
             notes=notes, n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd,
-            replays=GRAPH_REPLAYS if gpu else None, eager_runs=EAGER_RUNS if eager else None,
+            replays=len(gpu.values) if gpu else None, eager_runs=EAGER_RUNS if eager else None,
             seconds_gpu_median=gpu.median if gpu else None, seconds_gpu_min=gpu.min if gpu else None,
             seconds_gpu_max=gpu.max if gpu else None,
             seconds_eager_median=spread.median if spread else None, seconds_eager_min=spread.min if spread else None,

@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -190,6 +191,27 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     path = bench_e2e.run(backends, dtypes, QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS, source=source,
                          results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
     print(f"rows in {_shown(path)}")
+    return 0
+
+
+def cmd_precompile(args: argparse.Namespace) -> int:
+    from gpt2.cli import weights_from_args
+    from harness import precompile
+
+    selected = registry.select(args.backends)
+    dtypes = _dtypes(args)
+    device = _cuda()
+    try:
+        config = weights_from_args(args).config()
+    except ModelDirError as err:
+        raise CommandError(str(err)) from None
+    shapes = QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES
+    tokens = (QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS)[-1]
+    for dtype in dtypes:
+        start = time.perf_counter()
+        names = precompile.run(selected, dtype, shapes=shapes, generation=(config, tokens), device=device)
+        print(f"precompile, {dtype}: " + (f"{', '.join(names)} in {time.perf_counter() - start:.0f} s" if names
+                                          else "no selected backend compiles"))
     return 0
 
 
@@ -441,6 +463,21 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "bench-e2e":
             add_weights_arguments(p)
         p.set_defaults(func=func, on_stop=ROWS_KEPT)
+
+    p = sub.add_parser("precompile", help="compile ahead what the gate, the kernel benchmark and generation will "
+                                          "compile (flex-attention), into the on-disk caches (GPU); run_all.sh runs "
+                                          "it in the background, one process per dtype",
+                       description="Compile ahead, for the backends that compile at each new shape "
+                                   "(flex-attention): the gate's calls, the kernel benchmark's shapes and a "
+                                   "generation's lengths. Measures nothing and writes no results; the stages "
+                                   "that run later find the compiled code in Inductor's and Triton's on-disk "
+                                   "caches. run_all.sh starts one such process per dtype while the build and "
+                                   "the gate run, and waits for them before the kernel benchmark.")
+    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
+    p.add_argument("--quick", action="store_true", help="the quick sweep's shapes and token counts")
+    add_weights_arguments(p)
+    p.set_defaults(func=cmd_precompile, on_stop=NOTHING_MEASURED.format(what="the compilation"))
 
     p = sub.add_parser("plot", help="draw <plots-dir>/<gpu>/ from <results-dir>/<gpu>/*.csv (no GPU needed)")
     results_dir(p)

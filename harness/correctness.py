@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 from tqdm import tqdm
@@ -52,12 +52,18 @@ class Case:
     bounds: Bounds
 
 
+def gate_inputs(device: torch.device, dtype: str, seed: int = 0) -> Iterator[tuple[Shape, torch.Tensor, torch.Tensor,
+                                                                                  torch.Tensor]]:
+    """The gate's shapes with their q, k, v in `dtype`, one at a time."""
+    for i, shape in enumerate(GATE_SHAPES):
+        yield shape, *random_qkv(shape, seed=seed + i, device=device, dtype=precision.torch_dtype(dtype))
+
+
 def gate_cases(device: torch.device, dtype: str, seed: int = 0) -> list[Case]:
     """The gate's shapes in `dtype`, with their float64 references and bounds."""
     vendors = vendor_functions(device, dtype) if precision.is_half(dtype) else []
     cases = []
-    for i, shape in enumerate(GATE_SHAPES):
-        q, k, v = random_qkv(shape, seed=seed + i, device=device, dtype=precision.torch_dtype(dtype))
+    for shape, q, k, v in gate_inputs(device, dtype, seed):
         ref = reference_attention(q, k, v, shape.H)
         cases.append(Case(shape, q, k, v, ref, bounds_for(dtype, ref, vendors, q, k, v, shape.H)))
     return cases

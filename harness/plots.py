@@ -353,6 +353,16 @@ def _eager_runs_note(runs: int | None) -> str:
     return f"{runs or '–'} eager runs"
 
 
+def _replays_note(r: GpuResults, shown: Sequence[Track]) -> str:
+    """How many timed graph replays each track's points have: 'float32: 1, bfloat16: 2'."""
+    def counts(dtype: str) -> str:
+        found = sorted({x.replays for x in r.e2e if x.dtype == dtype and x.replays})
+        if not found:
+            return "–"
+        return str(found[0]) if found[0] == found[-1] else f"{found[0]} to {found[-1]}"
+    return ", ".join(f"{t.dtype}: {counts(t.dtype)}" for t in shown)
+
+
 def _reference_note(shown: Sequence[Track]) -> str:
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     return (f"Black dashed: the dtype's kernel reference ({refs}); other dashed lines: baselines; solid: the study's "
@@ -599,7 +609,8 @@ def e2e_time_vs_tokens(r: GpuResults) -> Figure | None:
     room = _end_label_room([n for t in shown for n in names[t]])
     first = next(x for x in r.e2e if x.dtype == shown[0].dtype)
     frame = _frame(title=f"{_model(r.e2e)}: generation time — {r.gpu}",
-                   notes=[f"Points: median; whiskers: min to max over {first.replays or '–'} graph replays (left) "
+                   notes=[f"Points: median; whiskers: min to max over the timed graph replays "
+                          f"({_replays_note(r, shown)}; one has no whiskers) (left) "
                           f"and {_eager_runs_note(first.eager_runs)} (right). Both axes logarithmic.",
                           _reference_note(shown)],
                    source=r.provenance_line(), cols=2, rows=[3.6] * len(shown), panel_w=4.6, left=0.85, right=room,

@@ -86,12 +86,14 @@ def _shown_tracks(r: GpuResults) -> list[tuple[Track, list[str]]]:
 
 
 # -- end to end ------------------------------------------------------------------------------
-def _e2e_common(x: E2ERow, naive: float | None, eager_spread: bool) -> list[str]:
+def _e2e_common(x: E2ERow, naive: float | None, gpu_spread: bool, eager_spread: bool) -> list[str]:
+    gpu = [_num(x.seconds_gpu_median, "{:.3f}")]
+    if gpu_spread:
+        gpu.append(_span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"))
     eager = [_num(x.seconds_eager_median, "{:.3f}")]
     if eager_spread:
         eager.append(_span(x.seconds_eager_min, x.seconds_eager_max, "{:.3f}"))
-    return [f"`{x.backend}`", _num(x.seconds_gpu_median, "{:.3f}"),
-            _span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"), *eager,
+    return [f"`{x.backend}`", *gpu, *eager,
             _num(x.tokens_per_second, "{:.0f}"), _num(_ratio(x.seconds_gpu_median, naive), "{:.2f}"),
             _num(x.peak_memory_bytes / 2**20 if x.peak_memory_bytes else None, "{:.0f}")]
 
@@ -114,9 +116,11 @@ def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
     naive_row = r.end_to_end(registry.TOKENS_REFERENCE, tokens, dtype)
     naive = naive_row.seconds_gpu_median if naive_row else None
     reference = f"`{registry.TOKENS_REFERENCE}`"
-    # One eager run has no spread: its min-max column is left out.
+    # One run (or one timed replay) has no spread: its min-max column is left out.
+    gpu_spread = any((x.replays or 0) > 1 for x in rows)
     eager_spread = any((x.eager_runs or 0) > 1 for x in rows)
-    header = ["backend", "GPU (s)", "GPU min–max", "eager (s)", *(["eager min–max"] if eager_spread else []),
+    header = ["backend", "GPU (s)", *(["GPU min–max"] if gpu_spread else []), "eager (s)",
+              *(["eager min–max"] if eager_spread else []),
               "tokens/s", f"time / {reference}", "peak MiB"]
     if precision.is_half(dtype):
         header += [f"tokens as {dtype} {reference}", "logits error, mean / max",
@@ -133,12 +137,13 @@ def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
         extra = lambda x: [_yes_no(x.same_tokens_as_naive)]  # noqa: E731
         rule = f"Accuracy: every backend's tokens must equal {reference}'s exactly."
     header += ["graph tokens = eager", "attention share"]
-    body = [_e2e_common(x, naive, eager_spread) + extra(x) + [_yes_no(x.graph_tokens_match_eager), _percent(x.attention_gpu_share)]
+    body = [_e2e_common(x, naive, gpu_spread, eager_spread) + extra(x) + [_yes_no(x.graph_tokens_match_eager), _percent(x.attention_gpu_share)]
             for x in rows]
     first = rows[0]
     intro = (f"End to end, {dtype}: GPT-2 ({first.model_description()}) with weights and activations in {dtype}, "
              f"{tokens} tokens ({first.prompt_tokens}-token prompt, {tokens - first.prompt_tokens} generated), batch "
-             f"1, greedy. GPU time: median of {_runs([x.replays for x in rows], 'replays')} of the whole generation "
+             f"1, greedy. GPU time: {'median of ' if gpu_spread else ''}{_runs([x.replays for x in rows], 'replays')} "
+             f"of the whole generation "
              f"captured as one CUDA graph, after a warm-up replay; eager: {_runs([x.eager_runs for x in rows], 'runs')} "
              f"from Python, host included. tokens/s: generated tokens over the GPU time; time / {reference}: GPU "
              f"{RATIO_RULE} ({dtype} {reference}). Attention share: 1 − (the same graph with a no-op attention) / "

@@ -201,16 +201,21 @@ def test_tables_come_from_the_csv():
     assert "GPT-2 (12 layers, 12 heads, width 768)" in section
 
 
-def test_one_eager_run_has_no_eager_spread_column(tmp_path):
-    """The fixtures have two eager runs per row (a spread to show); a sweep with one has none."""
+@pytest.mark.parametrize("count, measure, column, said", [
+    ("eager_runs", "eager", "eager min–max", ("eager: 2 runs from Python", "eager: 1 run from Python")),
+    ("replays", "gpu", "GPU min–max", ("GPU time: median of 2 replays", "GPU time: 1 replay of")),
+])
+def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
+    """The fixtures have two eager runs and two timed replays per row (a spread to show); a
+    sweep with one of either has no min–max column for it."""
     results = subset(tmp_path, lambda *_: True)
     path = results / GPU_A / "e2e.csv"
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
-        if row["eager_runs"]:
-            row["eager_runs"] = "1"
-            row["seconds_eager_min"] = row["seconds_eager_max"] = row["seconds_eager_median"]
+        if row[count]:
+            row[count] = "1"
+            row[f"seconds_{measure}_min"] = row[f"seconds_{measure}_max"] = row[f"seconds_{measure}_median"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -218,8 +223,8 @@ def test_one_eager_run_has_no_eager_spread_column(tmp_path):
 
     two = e2e_table(load(GPU_A, RESULTS), FLOAT32)
     one = e2e_table(load(GPU_A, results), FLOAT32)
-    assert "| eager min–max |" in two and "eager: 2 runs from Python" in two
-    assert "eager min–max" not in one and "eager: 1 run from Python" in one
+    assert f"| {column} |" in two and said[0] in two
+    assert column not in one and said[1] in one
     header, rule, first = one.splitlines()[2:5]
     assert header.count("|") == rule.count("|") == first.count("|"), "every row has the header's columns"
 
