@@ -208,7 +208,7 @@ start_precompile() {
                  "$dtypes" 2>/dev/null); do
     log=$(mktemp "${TMPDIR:-/tmp}/run_all.precompile.$dtype.XXXXXX")
     (trap - INT; exec "${harness[@]}" precompile --backends "$backends" --dtypes "$dtype" "${quick[@]}" \
-       "${model[@]}" >"$log" 2>&1) &
+       "${fresh[@]}" "${results[@]}" "${model[@]}" >"$log" 2>&1) &
     precompile_pids+=($!) precompile_logs+=("$log")
   done
 }

@@ -206,12 +206,15 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     except ModelDirError as err:
         raise CommandError(str(err)) from None
     shapes = QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES
-    tokens = (QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS)[-1]
+    token_counts = QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS
+    stored = precompile.Stored() if args.fresh else precompile.Stored.read(args.results_dir, device)
     for dtype in dtypes:
         start = time.perf_counter()
-        names = precompile.run(selected, dtype, shapes=shapes, generation=(config, tokens), device=device)
+        names = precompile.run(selected, dtype, shapes=shapes, config=config, token_counts=token_counts,
+                               device=device, stored=stored)
         print(f"precompile, {dtype}: " + (f"{', '.join(names)} in {time.perf_counter() - start:.0f} s" if names
-                                          else "no selected backend compiles"))
+                                          else "nothing to compile (no selected backend compiles, or its rows "
+                                               "are all stored)"))
     return 0
 
 
@@ -476,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
     p.add_argument("--quick", action="store_true", help="the quick sweep's shapes and token counts")
+    p.add_argument("--fresh", action="store_true",
+                   help="compile for every stage, also where this setup's rows are stored (by default what the "
+                        "stages will skip when they resume is left out)")
+    results_dir(p)
     add_weights_arguments(p)
     p.set_defaults(func=cmd_precompile, on_stop=NOTHING_MEASURED.format(what="the compilation"))
 

@@ -17,17 +17,46 @@ they do not find.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import torch
 
 from backends import precision, registry
+from backends.environment import collect
 from backends.registry import Backend, Inputs, Target
 from gpt2.config import GPT2Config
 from harness.bench_kernels import shape_seed
 from harness.correctness import gate_inputs
 from harness.reference import random_qkv
-from harness.study import Shape
+from harness.results import CORRECTNESS, E2E, KERNELS, done
+from harness.study import GATE_SHAPES, Shape
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The keys of the rows this setup already has (a resumed sweep's stages skip them, so
+    there is nothing to compile for them): correctness, kernel and end-to-end rows."""
+
+    correctness: set = field(default_factory=set)
+    kernels: set = field(default_factory=set)
+    e2e: set = field(default_factory=set)
+
+    @classmethod
+    def read(cls, results_dir: Path, device: torch.device) -> Stored:
+        provenance = collect(device)
+        return cls(*(set(done(table, table.path(results_dir, provenance.slug), provenance))
+                     for table in (CORRECTNESS, KERNELS, E2E)))
+
+    def gate_done(self, name: str, dtype: str) -> bool:
+        return all((name, dtype, s.B, s.H, s.T) in self.correctness for s in GATE_SHAPES)
+
+    def shapes_to_time(self, name: str, dtype: str, shapes: Sequence[Shape]) -> list[Shape]:
+        return [s for s in shapes if (name, dtype, s.B, s.H, s.T) not in self.kernels]
+
+    def generation_done(self, name: str, dtype: str, token_counts: Sequence[int]) -> bool:
+        return all((name, dtype, n) in self.e2e for n in token_counts)
 
 
 def bench_inputs(shapes: Sequence[Shape], device: torch.device, dtype: str) -> Iterator[Inputs]:
@@ -43,16 +72,25 @@ def compilers(backends: Sequence[Backend], device: torch.device, dtype: str) -> 
     return runnable
 
 
-def run(backends: Sequence[Backend], dtype: str, *, shapes: Sequence[Shape], generation: tuple[GPT2Config, int],
-        device: torch.device) -> list[str]:
+def run(backends: Sequence[Backend], dtype: str, *, shapes: Sequence[Shape], config: GPT2Config,
+        token_counts: Sequence[int], device: torch.device, stored: Stored | None = None) -> list[str]:
     """Compile what the gate, the kernel benchmark (at `shapes`) and a generation of
-    (config, max_tokens) will compile, for each backend that compiles; returns their names."""
-    done = []
+    token_counts[-1] tokens by a model of `config` will compile, for each backend that
+    compiles, leaving out what `stored` says those stages will not run; returns the names of
+    the backends that had anything to compile."""
+    stored = stored or Stored()
+    asked = []
     for backend in compilers(backends, device, dtype):
-        gate = ((q, k, v, shape.H) for shape, q, k, v in gate_inputs(device, dtype))
-        backend.precompile(device, dtype, gate=gate, bench=bench_inputs(shapes, device, dtype),
+        name = backend.name
+        gate = [] if stored.gate_done(name, dtype) else \
+            ((q, k, v, shape.H) for shape, q, k, v in gate_inputs(device, dtype))
+        to_time = stored.shapes_to_time(name, dtype, shapes)
+        generation = None if stored.generation_done(name, dtype, token_counts) else (config, token_counts[-1])
+        if gate == [] and not to_time and generation is None:
+            continue
+        backend.precompile(device, dtype, gate=gate, bench=bench_inputs(to_time, device, dtype),
                            generation=generation)
-        done.append(backend.name)
+        asked.append(name)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return done
+    return asked

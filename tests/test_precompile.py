@@ -28,22 +28,52 @@ class RecordingCompiler(NaiveBaseline):
                              [(q.shape, q.dtype, h) for q, _, _, h in bench], generation)
 
 
+CPU = torch.device("cpu")
+COUNTS = (32, 64)
+
+
+def shapes_of(shapes, dtype=torch.bfloat16):
+    return [((s.B, s.T, s.C), dtype, s.H) for s in shapes]
+
+
 def test_precompile_asks_only_the_backends_that_compile_with_the_stages_calls():
     compiler = RecordingCompiler(name="compiler", description="test", requires_cuda=False)
     config = GPT2Config()
-    done = precompile.run([compiler, registry.get("naive")], precision.BFLOAT16, shapes=QUICK_KERNEL_SHAPES,
-                          generation=(config, 64), device=torch.device("cpu"))
-    assert done == ["compiler"]
+    asked = precompile.run([compiler, registry.get("naive")], precision.BFLOAT16, shapes=QUICK_KERNEL_SHAPES,
+                           config=config, token_counts=COUNTS, device=CPU)
+    assert asked == ["compiler"]
     gate, bench, generation = compiler.calls[precision.BFLOAT16]
-    assert gate == [((s.B, s.T, s.C), torch.bfloat16, s.H) for s in GATE_SHAPES]
-    assert bench == [((s.B, s.T, s.C), torch.bfloat16, s.H) for s in QUICK_KERNEL_SHAPES]
-    assert generation == (config, 64)
+    assert gate == shapes_of(GATE_SHAPES)
+    assert bench == shapes_of(QUICK_KERNEL_SHAPES)
+    assert generation == (config, COUNTS[-1])
+
+
+def test_precompile_leaves_out_what_a_resumed_sweep_will_not_run():
+    """Stored rows of this setup: the gate is done, one kernel shape is timed, generation is
+    done; only the other kernel shapes are compiled, and nothing at all once every row is in."""
+    name, dtype = "compiler", precision.BFLOAT16
+    first, *rest = QUICK_KERNEL_SHAPES
+    stored = precompile.Stored(correctness={(name, dtype, s.B, s.H, s.T) for s in GATE_SHAPES},
+                               kernels={(name, dtype, first.B, first.H, first.T)},
+                               e2e={(name, dtype, n) for n in COUNTS})
+    compiler = RecordingCompiler(name=name, description="test", requires_cuda=False)
+    asked = precompile.run([compiler], dtype, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(), token_counts=COUNTS,
+                           device=CPU, stored=stored)
+    assert asked == [name]
+    assert compiler.calls[dtype] == ([], shapes_of(rest), None)
+
+    everything = precompile.Stored(stored.correctness, {(name, dtype, s.B, s.H, s.T) for s in QUICK_KERNEL_SHAPES},
+                                   stored.e2e)
+    again = RecordingCompiler(name=name, description="test", requires_cuda=False)
+    assert precompile.run([again], dtype, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(), token_counts=COUNTS,
+                          device=CPU, stored=everything) == []
+    assert again.calls == {}
 
 
 def test_precompile_skips_a_compiler_that_cannot_run_here():
     cuda_only = RecordingCompiler(name="compiler", description="test", requires_cuda=True)
-    assert precompile.run([cuda_only], precision.FLOAT32, shapes=QUICK_KERNEL_SHAPES, generation=(GPT2Config(), 64),
-                          device=torch.device("cpu")) == []
+    assert precompile.run([cuda_only], precision.FLOAT32, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(),
+                          token_counts=COUNTS, device=CPU) == []
     assert cuda_only.calls == {}
 
 
