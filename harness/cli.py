@@ -238,10 +238,15 @@ def cmd_try(args: argparse.Namespace) -> int:
             arch_capability(args.arch)
         except ValueError as err:
             raise CommandError(f"--arch: {err}") from None
-    device = None if args.compile_only else _cuda("--compile-only works without one")
+    dtype = args.dtype
     # The variants' own versions, unless --against names others; the kernel reference is always timed.
     against = registry.select(args.against) if args.against else list({s.base.name: s.base for s in specs}.values())
-    against = [b for b in against if b.name != registry.KERNEL_REFERENCE]
+    against = [b for b in against if b.name != registry.kernel_reference(dtype)]
+    refusing = [f"{b.name} ({b.dtype_refusal(dtype)})" for b in [*(s.base for s in specs), *against]
+                if b.dtype_refusal(dtype)]
+    if refusing:
+        raise CommandError(f"--dtype {dtype}: " + "; ".join(dict.fromkeys(refusing)))
+    device = None if args.compile_only else _cuda("--compile-only works without one")
     try:
         rows = [variants.materialize(spec) for spec in specs]
     except variants.VariantError as err:
@@ -252,7 +257,7 @@ def cmd_try(args: argparse.Namespace) -> int:
             versions = [b for b in against if isinstance(b, registry.CudaVersion)] + rows
             return 0 if try_variants.compile_report(versions, args.arch, log) else 1
         shapes = HEADLINE_SHAPES if args.shapes == "headline" else KERNEL_SHAPES
-        return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log)
+        return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log, dtype=dtype)
     except (registry.BackendUnavailableError, BuildSetupError) as err:
         raise CommandError(str(err)) from None
     finally:
@@ -506,7 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "kernel file with the patches (as `git diff` writes them) applied in order, "
                                    "built as its own extension (op torch.ops.flash_NAME.causal_attention). "
                                    "Prints nvcc's resources, checks every variant and backend against float64, "
-                                   "then times them at the benchmark shapes with sdpa-efficient in the same "
+                                   "then times them at the benchmark shapes with the dtype's kernel reference "
+                                   "(sdpa-efficient in float32, sdpa-cudnn in bfloat16/float16) in the same "
                                    "rounds. Nothing goes to results/.")
     p.add_argument("variants", nargs="+", metavar="NAME=VERSION+PATCH",
                    help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch")
@@ -519,6 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timing rounds, the order of the backends alternating (default: 2)")
     p.add_argument("--log", type=Path, default=None, metavar="FILE",
                    help="also append everything printed to FILE")
+    p.add_argument("--dtype", choices=precision.EVERY, default=precision.FLOAT32,
+                   help="the dtype the variants are checked and timed in (default: float32); in bfloat16 or "
+                        "float16 the bound is the study's (1.25x the better vendor kernel's error on the same "
+                        "inputs) and the reference of the ratios sdpa-cudnn; every variant's version and every "
+                        "--against backend must take it")
     p.add_argument("--compile-only", action="store_true",
                    help="only nvcc's registers, shared memory and spills (no GPU needed)")
     p.add_argument("--arch", default="sm_90", help="with --compile-only: the architecture (default: sm_90)")

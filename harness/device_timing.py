@@ -184,8 +184,3 @@ def measure_peak(device: torch.device, dtype: str, n: int = 8192, reps: int = 10
     seconds = statistics.median(s.elapsed_time(e) for s, e in pairs) * 1e-3
     kind = "FMA" if dtype == precision.FLOAT32 else "tensor"
     return Peak(f"{dtype} {kind}", 2.0 * n**3 / seconds / 1e12)
-
-
-def measure_fp32_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
-    """TFLOP/s of an n^3 float32 matmul with TF32 off: the FMA peak we compare against."""
-    return measure_peak(device, precision.FLOAT32, n, reps).tflops

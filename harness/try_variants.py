@@ -4,10 +4,13 @@ Development, not the study: nothing goes to results/. One process does, for the 
 (harness/variants.py) and the backends they are compared against:
   1. nvcc's resources for the GPU's architecture (registers, shared memory, spills);
   2. a float64 check of each at awkward shapes, scores up to about +-50, packed qkv views,
-     T = 4097 and 16385, and bitwise determinism; one that fails is not timed;
+     T = 4097 and 16385, and bitwise determinism, in one dtype (float32 by default; in
+     bfloat16 or float16 against float64 of the same half inputs, within the study's bound:
+     1.25x the better vendor kernel's error on those inputs); one that fails is not timed;
   3. device time at the benchmark shapes (harness/device_timing.py), in `rounds` rounds
-     of alternating order, with sdpa-efficient timed in the same rounds: median over the
-     rounds and the ratio to sdpa-efficient.
+     of alternating order, with the dtype's kernel reference (sdpa-efficient in float32,
+     sdpa-cudnn in half precision) timed in the same rounds: median over the rounds and the
+     ratio to the reference.
 Everything printed also goes to the log file when one is given (for
 results/<gpu>/experiments/).
 """
@@ -23,15 +26,17 @@ from typing import Sequence, TextIO
 
 import torch
 
-from backends import registry
+from backends import precision, registry
 from backends.environment import collect
 from backends.extension import ARCH_LIST_VARIABLE, Arch, find_nvcc, parse_arch_list
 from backends.registry import Backend, CudaVersion
 from gpt2.model import AttentionFn
 from harness.compile_check import RESOURCES_HEADER, check_versions, compile_failed, format_resources
 from harness.build import build_all
-from harness.device_timing import DeviceTimer, measure_fp32_peak
-from harness.reference import compare, random_qkv, reference_attention, reference_attention_by_head
+from harness.correctness import vendor_functions
+from harness.device_timing import DeviceTimer, measure_peak
+from harness.reference import (FLOAT32_BOUNDS, Bounds, bounds_for, compare, random_qkv, reference_attention,
+                               reference_attention_by_head)
 from harness.study import Shape
 
 # Partial tiles of every tile size in use (32, 48, 64), T = 1 and 2, B > 1, GPT-2 medium's width.
@@ -65,25 +70,35 @@ class Case:
     label: str
     H: int
     qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-    reference: torch.Tensor  # float64 (B, T, C)
+    reference: torch.Tensor  # float64 (B, T, C), from the inputs as given (half inputs in half)
     repeat: bool  # call twice and require bitwise equal outputs
+    bounds: Bounds = FLOAT32_BOUNDS  # half precision: from the vendor kernels' errors on these inputs
 
 
-def check_cases(device: torch.device) -> list[Case]:
+def check_cases(device: torch.device, dtype: str = precision.FLOAT32) -> list[Case]:
+    """The check's cases in `dtype` (inputs drawn in float32 and cast), each with its float64
+    reference and its bounds (harness/reference.py bounds_for, as the gate's)."""
+    torch_dtype = precision.torch_dtype(dtype)
+    vendors = vendor_functions(device, dtype) if precision.is_half(dtype) else []
+
+    def case(label: str, H: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, reference: torch.Tensor,
+             repeat: bool) -> Case:
+        return Case(label, H, (q, k, v), reference, repeat, bounds_for(dtype, reference, vendors, q, k, v, H))
+
     cases = []
     for i, shape in enumerate(CHECK_SHAPES):
         for scale in SCORE_SCALES:
-            q, k, v = random_qkv(shape, seed=1000 + i, device=device, score_scale=scale)
-            cases.append(Case(f"{shape.describe()}, score std {scale:g}", shape.H, (q, k, v),
+            q, k, v = random_qkv(shape, seed=1000 + i, device=device, score_scale=scale, dtype=torch_dtype)
+            cases.append(case(f"{shape.describe()}, score std {scale:g}", shape.H, q, k, v,
                               reference_attention(q, k, v, shape.H), repeat=False))
     generator = torch.Generator(device=device).manual_seed(7)
     qkv = torch.randn(PACKED_SHAPE.B, PACKED_SHAPE.T, 3 * PACKED_SHAPE.C, device=device, generator=generator)
-    q, k, v = qkv.split(PACKED_SHAPE.C, dim=-1)  # (B, T, C) views with row stride 3C
-    cases.append(Case(f"{PACKED_SHAPE.describe()}, packed qkv views", PACKED_SHAPE.H, (q, k, v),
+    q, k, v = qkv.to(torch_dtype).split(PACKED_SHAPE.C, dim=-1)  # (B, T, C) views with row stride 3C
+    cases.append(case(f"{PACKED_SHAPE.describe()}, packed qkv views", PACKED_SHAPE.H, q, k, v,
                       reference_attention(q, k, v, PACKED_SHAPE.H), repeat=True))
     for shape in LONG_SHAPES:
-        q, k, v = random_qkv(shape, seed=shape.T, device=device)
-        cases.append(Case(shape.describe(), shape.H, (q, k, v), reference_attention_by_head(q, k, v, shape.H),
+        q, k, v = random_qkv(shape, seed=shape.T, device=device, dtype=torch_dtype)
+        cases.append(case(shape.describe(), shape.H, q, k, v, reference_attention_by_head(q, k, v, shape.H),
                           repeat=True))
     return cases
 
@@ -94,7 +109,7 @@ def check(name: str, fn: AttentionFn, cases: Sequence[Case], log: Log) -> bool:
     for case in cases:
         q, k, v = case.qkv
         out = fn(q, k, v, case.H)
-        result = compare(out, case.reference)
+        result = compare(out, case.reference, case.bounds)
         worst_rel, worst_abs = max(worst_rel, result.rel_err), max(worst_abs, result.max_abs_err)
         if not result.ok:
             ok = False
@@ -108,7 +123,8 @@ def check(name: str, fn: AttentionFn, cases: Sequence[Case], log: Log) -> bool:
 
 
 def time_rounds(functions: dict[str, AttentionFn], shapes: Sequence[Shape], rounds: int,
-                device: torch.device, log: Log) -> dict[tuple[str, Shape], list[float]]:
+                device: torch.device, log: Log,
+                dtype: str = precision.FLOAT32) -> dict[tuple[str, Shape], list[float]]:
     """Device time (us) per backend and shape, one value per round; the order of the
     backends alternates between rounds so that none always runs first."""
     timer = DeviceTimer(device)
@@ -117,7 +133,7 @@ def time_rounds(functions: dict[str, AttentionFn], shapes: Sequence[Shape], roun
     for round_index in range(rounds):
         order = names if round_index % 2 == 0 else names[::-1]
         for shape in shapes:
-            q, k, v = random_qkv(shape, seed=shape.T, device=device)
+            q, k, v = random_qkv(shape, seed=shape.T, device=device, dtype=precision.torch_dtype(dtype))
             cells = []
             for name in order:
                 fn = functions[name]
@@ -129,12 +145,13 @@ def time_rounds(functions: dict[str, AttentionFn], shapes: Sequence[Shape], roun
     return times
 
 
-def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str], shapes: Sequence[Shape]) -> str:
+def time_table(times: dict[tuple[str, Shape], list[float]], names: Sequence[str], shapes: Sequence[Shape],
+               reference_name: str = registry.KERNEL_REFERENCE) -> str:
     """Median device time over the rounds, µs, and the ratio to the kernel reference."""
     width = max(16, *(len(n) + 2 for n in names))
     lines = [f"{'shape':>12}" + "".join(f"{n:>{width}}" for n in names)]
     for shape in shapes:
-        reference = statistics.median(times[(registry.KERNEL_REFERENCE, shape)])
+        reference = statistics.median(times[(reference_name, shape)])
         cells = [statistics.median(times[(n, shape)]) for n in names]
         lines.append(f"{shape.label():>12}" + "".join(f"{f'{t:.1f} ({t / reference:.2f})':>{width}}" for t in cells))
     return "\n".join(lines)
@@ -166,12 +183,13 @@ def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool
 
 
 def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Sequence[Shape], *, rounds: int,
-        device: torch.device, log: Log) -> int:
-    """Compile report, build, check, time. Exit status 1 if anything failed to build or check."""
+        device: torch.device, log: Log, dtype: str = precision.FLOAT32) -> int:
+    """Compile report, build, check, time, in `dtype`. Exit status 1 if anything failed to
+    build or check."""
     provenance = collect(device)
     log(f"# python -m harness try, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     log(f"# {provenance.gpu}, driver {provenance.driver}, CUDA {provenance.cuda}, torch {provenance.torch}, "
-        f"commit {provenance.commit}")
+        f"commit {provenance.commit}; {dtype}")
     for variant in variants:
         log(f"# {variant.name} = {variant.description}")
     versions = [b for b in against if isinstance(b, CudaVersion)] + list(variants)
@@ -179,20 +197,21 @@ def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Seq
     results = build_all(versions)
     failed_builds = {r.name for r in results if not r.ok}
     status |= bool(failed_builds)
-    backends = [b for b in [registry.get(registry.KERNEL_REFERENCE), *against, *variants]
-                if b.name not in failed_builds]
-    functions = {b.name: b.attention(device) for b in backends}
-    cases = check_cases(device)
+    reference = registry.kernel_reference(dtype)
+    backends = [b for b in [registry.get(reference), *against, *variants] if b.name not in failed_builds]
+    functions = {b.name: b.attention(device, dtype) for b in backends}
+    cases = check_cases(device, dtype)
     failed = [name for name, fn in functions.items() if not check(name, fn, cases, log)]
     del cases
     torch.cuda.empty_cache()
     for name in failed:
-        if name == registry.KERNEL_REFERENCE:  # PyTorch's kernel: what the others are compared with
+        if name == reference:  # PyTorch's kernel: what the others are compared with
             log(f"{name} missed the tolerance above; it is timed all the same, as the reference of the ratios")
         else:
             del functions[name]
-    log(f"float32 FMA peak (8192^3 matmul, TF32 off; also warms the clocks): {measure_fp32_peak(device):.1f} TFLOP/s")
-    times = time_rounds(functions, shapes, rounds, device, log)
-    log(f"\ndevice time, µs: median of {rounds} round(s) (ratio to {registry.KERNEL_REFERENCE} of the same rounds)")
-    log(time_table(times, list(functions), shapes))
-    return 1 if status or any(name != registry.KERNEL_REFERENCE for name in failed) else 0
+    peak = measure_peak(device, dtype)
+    log(f"{peak.name} peak (8192^3 matmul; also warms the clocks): {peak.tflops:.1f} TFLOP/s")
+    times = time_rounds(functions, shapes, rounds, device, log, dtype)
+    log(f"\ndevice time, µs, {dtype}: median of {rounds} round(s) (ratio to {reference} of the same rounds)")
+    log(time_table(times, list(functions), shapes, reference))
+    return 1 if status or any(name != reference for name in failed) else 0

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from backends import registry
+from backends import precision, registry
 from backends.extension import find_nvcc
 from backends.registry import PROJECT_ROOT
 from harness import cli as harness_cli
 from harness import variants
 from harness.compile_check import compiled_arch
-from harness.reference import compare, random_qkv, reference_attention
+from harness.reference import bounds_for, compare, random_qkv, reference_attention
 from harness.study import Shape
 from harness.try_variants import Case, Log, built_arch, check, time_table
 from harness.variants import VariantError, VariantSpec, materialize, parse_spec, patched_source
@@ -119,6 +119,32 @@ def test_check_passes_a_correct_op_and_names_a_wrong_or_nondeterministic_one(tmp
     assert "FAILED wrong at B=2, T=33: rel err" in out and "wrong: FAILED" in out
     assert "FAILED noisy at B=2, T=33: two calls on the same inputs differ" in out
     assert log_path.read_text() == out
+
+
+def test_check_holds_a_half_precision_op_to_the_half_precision_bound(capsys):
+    """In bfloat16 the reference is float64 of the bfloat16 inputs and each case carries the
+    study's bound (without a vendor kernel on the CPU: its fixed fallback, a unit roundoff
+    relative). The naive op in bfloat16 meets it, and would fail float32's bound, so the case's
+    own bounds are the ones applied; an output 1% off fails it."""
+    shape = Shape(2, 2, 33)
+    q, k, v = random_qkv(shape, seed=33, device="cpu", dtype=torch.bfloat16)
+    reference = reference_attention(q, k, v, shape.H)
+    bounds = bounds_for(precision.BFLOAT16, reference, [], q, k, v, shape.H)
+    assert bounds.rel == 2.0**-8
+    half_case = Case("B=2, T=33", shape.H, (q, k, v), reference, False, bounds)
+    float32_case = dataclasses.replace(half_case, bounds=bounds_for(precision.FLOAT32, reference, [], q, k, v, 2))
+    log = Log(None)
+    naive = registry.get("naive").attention("cpu", precision.BFLOAT16)
+    assert check("naive", naive, [half_case], log)
+    assert not check("naive", naive, [float32_case], log)
+    assert not check("off", lambda q, k, v, H: (naive(q, k, v, H).float() * 1.01).to(q.dtype), [half_case], log)
+    assert "FAILED off at B=2, T=33" in capsys.readouterr().out
+
+
+def test_try_refuses_a_dtype_its_versions_do_not_take(capsys):
+    assert harness_cli.main(["try", "--compile-only", "--dtype", "bfloat16", f"v16p=v16+{K_FLOAT2}"]) == 2
+    err = capsys.readouterr().err
+    assert "--dtype bfloat16: v16 (not available for bfloat16" in err, err
 
 
 def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference():
