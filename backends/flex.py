@@ -29,8 +29,12 @@ from backends.baselines import merge_heads, split_heads
 # Per dtype, the Triton template constants passed as kernel_options (quoted: they are pasted
 # into the template's source).
 KERNEL_OPTIONS: dict[torch.dtype, dict[str, str]] = {torch.float32: {"FLOAT32_PRECISION": "'tf32x3'"}}
-# Dynamic shapes need a few compilations per dtype; the static benchmark one per shape and
-# dtype (11 shapes x 3 dtypes). More would mean a bug.
+# Dynamo's limit on compilations of flex_attention in one process. The static compilations
+# (one per shape and dtype: 10 x 3 in the kernel benchmark) and the dynamic ones (a few per
+# dtype for the gate, a few for generation's lengths) all count against it, since they
+# compile the same function. Each sweep stage, and each of precompile's per-dtype processes,
+# stays well under it; one process doing the gate, the benchmark and generation in every dtype
+# reached it (results/<h100>/experiments/2026-11-24_9_sweep_time_profile.log).
 RECOMPILE_LIMIT = 64
 # Inductor's compile workers for flex: one, in this process. Measured on an H100 with empty
 # compile caches: the gate's flex-attention compilations in all three dtypes 87 s instead of
