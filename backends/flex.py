@@ -34,7 +34,7 @@ KERNEL_OPTIONS: dict[torch.dtype, dict[str, str]] = {torch.float32: {"FLOAT32_PR
 # dtype for the gate, a few for generation's lengths) all count against it, since they
 # compile the same function. Each sweep stage, and each of precompile's per-dtype processes,
 # stays well under it; one process doing the gate, the benchmark and generation in every dtype
-# reached it (results/<h100>/experiments/2026-11-24_9_sweep_time_profile.log).
+# reached it (results/nvidia-h100-80gb-hbm3/experiments/2026-11-24_9_sweep_time_profile.log).
 RECOMPILE_LIMIT = 64
 # Inductor's compile workers for flex: one, in this process. Measured on an H100 with empty
 # compile caches: the gate's flex-attention compilations in all three dtypes 87 s instead of
