@@ -133,6 +133,12 @@ fi
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS
 precompile_pids=() precompile_logs=()  # the background compilers (below) and their logs
+stop_precompile() {  # on any exit: no compiler outlives the sweep
+  [[ ${#precompile_pids[@]} -gt 0 ]] || return 0
+  kill "${precompile_pids[@]}" 2>/dev/null
+  wait "${precompile_pids[@]}" 2>/dev/null
+  rm -f "${precompile_logs[@]}"
+}
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 print_times() {
   [[ ${#stage_names[@]} -gt 0 ]] || return 0
@@ -140,7 +146,7 @@ print_times() {
   for i in "${!stage_names[@]}"; do printf '  %-18s %5d s\n' "${stage_names[$i]}" "${stage_seconds[$i]}"; done
   printf '  %-18s %5d s\n' "total" "$((SECONDS - sweep_start))"
 }
-trap print_times EXIT
+trap 'stop_precompile; print_times' EXIT
 # A stage runs in the background and is waited for, so that a signal to this script is
 # handled at once (bash runs a trap only after a foreground command ends); `trap - INT` gives
 # it back Ctrl-C, which bash would otherwise have it ignore.
@@ -228,16 +234,9 @@ wait_for_precompile() {  # timed as a stage of its own: the time the sweep waite
     fi
     rm -f "${precompile_logs[$i]}"
   done
-  running_stage="" precompile_pids=()
+  running_stage="" precompile_pids=() precompile_logs=()
   stage_names+=("precompile wait") stage_seconds+=($((SECONDS - start))) stage_status+=(0)
 }
-stop_precompile() {  # on any exit: no compiler outlives the sweep
-  [[ ${#precompile_pids[@]} -gt 0 ]] || return 0
-  kill "${precompile_pids[@]}" 2>/dev/null
-  wait "${precompile_pids[@]}" 2>/dev/null
-  rm -f "${precompile_logs[@]}"
-}
-trap 'stop_precompile; print_times' EXIT
 
 if [[ $plots_only -eq 0 ]]; then
   start_precompile

@@ -152,7 +152,6 @@ class Backend:
         """Whatever must happen before `model`, running this backend's attention, generates up to
         max_tokens in a timed or captured run (nothing, unless a row says otherwise)."""
 
-
     def precompile(self, device: torch.device, dtype: str, *, gate: Iterable[Inputs], bench: Iterable[Inputs],
                    generation: tuple[GPT2Config, int] | None) -> None:
         """Compile now what the sweep's stages will compile: the calls the correctness gate

@@ -82,13 +82,13 @@ def run(backends: Sequence[Backend], dtype: str, *, shapes: Sequence[Shape], con
     asked = []
     for backend in compilers(backends, device, dtype):
         name = backend.name
-        gate = [] if stored.gate_done(name, dtype) else \
-            ((q, k, v, shape.H) for shape, q, k, v in gate_inputs(device, dtype))
+        gate = not stored.gate_done(name, dtype)
         to_time = stored.shapes_to_time(name, dtype, shapes)
         generation = None if stored.generation_done(name, dtype, token_counts) else (config, token_counts[-1])
-        if gate == [] and not to_time and generation is None:
+        if not gate and not to_time and generation is None:
             continue
-        backend.precompile(device, dtype, gate=gate, bench=bench_inputs(to_time, device, dtype),
+        gate_calls = ((q, k, v, shape.H) for shape, q, k, v in gate_inputs(device, dtype)) if gate else ()
+        backend.precompile(device, dtype, gate=gate_calls, bench=bench_inputs(to_time, device, dtype),
                            generation=generation)
         asked.append(name)
     if device.type == "cuda":
