@@ -427,6 +427,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(6, "persistent", "h04 on a persistent grid: each block walks work items, the next one's loads "
              "overlapping this one's end", dtypes=precision.HALF, parent="h04", build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(7, "head_major", "h04 with its blocks launched head by head: each head's K and V read from DRAM "
+             "about once, then from L2", dtypes=precision.HALF, parent="h04", build_flags=_FAST_MATH,
+             strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

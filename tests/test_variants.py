@@ -37,8 +37,8 @@ def chains() -> dict[str, list[Path]]:
     one chain, v16w_1 another on the same version), in file-name order."""
     grouped: dict[str, list[Path]] = {}
     for patch in sorted(EXPERIMENTS.glob("*.patch")):
-        match = re.match(r"^(v\d\d[a-z]*)_\d+_", patch.name)
-        assert match, f"{patch.name}: experiments/ names patches vNN[tag]_<position>_<what>.patch"
+        match = re.match(r"^([vh]\d\d[a-z]*)_\d+_", patch.name)
+        assert match, f"{patch.name}: experiments/ names patches vNN[tag]_<position>_<what>.patch (or hNN...)"
         grouped.setdefault(match[1], []).append(patch)
     return grouped
 
@@ -119,6 +119,28 @@ def test_check_passes_a_correct_op_and_names_a_wrong_or_nondeterministic_one(tmp
     assert "FAILED wrong at B=2, T=33: rel err" in out and "wrong: FAILED" in out
     assert "FAILED noisy at B=2, T=33: two calls on the same inputs differ" in out
     assert log_path.read_text() == out
+
+
+def test_check_notes_a_refusal_by_pytorchs_kernel_and_fails_one_by_a_version(capsys):
+    """cuDNN refuses T = 1 with a RuntimeError: for PyTorch's kernels (may_refuse) the case is
+    noted and skipped, the others still checked; a version that raises fails the check."""
+    cases = [small_case(repeat=False), small_case(repeat=True)]
+    correct = registry.get("naive").attention("cpu")
+
+    def refuses_the_first(q, k, v, H):
+        if refuses_the_first.calls == 0:
+            refuses_the_first.calls += 1
+            raise RuntimeError("No available kernel. Aborting execution.")
+        return correct(q, k, v, H)
+
+    refuses_the_first.calls = 0
+    log = Log(None)
+    assert check("vendor", refuses_the_first, cases, log, may_refuse=True)
+    refuses_the_first.calls = 0
+    assert not check("version", refuses_the_first, cases, log)
+    out = capsys.readouterr().out
+    assert "vendor: ok (1 cases" in out and "refuses B=2, T=33" in out
+    assert "FAILED version at B=2, T=33: No available kernel" in out and "version: FAILED" in out
 
 
 def test_check_holds_a_half_precision_op_to_the_half_precision_bound(capsys):
