@@ -1,6 +1,6 @@
-"""How evenly h04's grid and h06's persistent grid spread the causal work over the SMs: a
-model, no GPU. Why h06 (a persistent grid) gained nothing at B=8 T=4096 and lost 31% at B=1
-T=4096 against h04.
+"""How evenly h04's grid, h06's persistent grid and h07's head-major grid spread the causal
+work over the SMs: a model, no GPU. Why h06 (a persistent grid) gained nothing at B=8 T=4096
+and lost 31% at B=1 T=4096 against h04, and h07 45% there.
 
 Both kernels cut the work into the same items: every (batch, head) x row block x split of
 h04's plan (B_r = 192 rows, B_c = 128 keys, three 64-row warpgroups), numbered longest row
@@ -9,9 +9,12 @@ first Q and K/V loads and a softmax with nothing to overlap).
 - h04: one block per item; the hardware hands the next block to whichever SM frees first,
   in block order: greedy list scheduling of longest-first items (close to the optimum).
 - h06: one block per SM, item k goes to block k mod (SMs), fixed in advance: round-robin.
+- h07: h04's blocks numbered head-major (every row block of head 0, longest first, then head
+  1, ...), handed out greedily. `--group G` also models groups of G heads, each group's
+  blocks longest-first (G = 1 is h07's order; G = B H is h04's).
 The makespan (the busiest SM's tiles) is the kernel's time in tiles.
 
-    python experiments/persistent_schedule.py [--sms 132] [--start-cost 0.5 1.0]
+    python experiments/persistent_schedule.py [--sms 132] [--start-cost 0.5 1.0] [--group 16]
 """
 from __future__ import annotations
 
@@ -53,6 +56,19 @@ def work_items(batch: int, T: int, sms: int) -> list[int | None]:
     return items
 
 
+def grouped(items: Sequence[int | None], heads: int, group: int) -> list[int | None]:
+    """The items (in h04's order: item k is slot k // heads of head k % heads) renumbered in
+    groups of `group` heads, each group's items in h04's order among its own heads."""
+    slots = len(items) // heads
+
+    def key(k: int) -> tuple[int, int, int]:
+        head, slot = k % heads, k // heads
+        return head // group, slot, head % group
+
+    assert len(items) == slots * heads
+    return [items[k] for k in sorted(range(len(items)), key=key)]
+
+
 def round_robin(items: Sequence[int | None], sms: int, start_cost: float) -> float:
     """h06: item k on SM k mod sms; the busiest SM's load."""
     load = [0.0] * sms
@@ -76,17 +92,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sms", type=int, default=132, help="multiprocessors (H100 SXM and H200: 132)")
     parser.add_argument("--start-cost", type=float, nargs="+", default=[0.5, 1.0],
                         help="the fixed cost of starting an item, in key tiles (default: 0.5 1.0)")
+    parser.add_argument("--group", type=int, default=16,
+                        help="heads per group for the grouped head-major order (default: 16)")
     args = parser.parse_args(argv)
-    if args.sms < 1 or any(c < 0 for c in args.start_cost):
-        parser.error("--sms must be positive and --start-cost not negative")
-    print("shape          items  start  h04 greedy  h06 round-robin  h06 / h04  ideal")
+    if args.sms < 1 or any(c < 0 for c in args.start_cost) or args.group < 1:
+        parser.error("--sms and --group must be positive and --start-cost not negative")
+    print(f"makespan in key tiles; h07 = head-major, grouped = groups of {args.group} heads, longest-first in each")
+    print("shape          items  start  h04 greedy  h06 round-robin  h07 greedy  grouped  ideal")
     for batch, T in SHAPES:
+        heads = batch * HEADS
         items = work_items(batch, T, args.sms)
         real = [n for n in items if n is not None]
         for cost in args.start_cost:
             ideal = (sum(real) + cost * len(real)) / args.sms
             g, r = greedy(items, args.sms, cost), round_robin(items, args.sms, cost)
-            print(f"B={batch} T={T:<6d} {len(real):6d} {cost:6.2f} {g:11.1f} {r:16.1f} {r / g:10.2f} {ideal:6.1f}")
+            h07 = greedy(grouped(items, heads, 1), args.sms, cost)
+            gg = greedy(grouped(items, heads, args.group), args.sms, cost)
+            print(f"B={batch} T={T:<6d} {len(real):6d} {cost:6.2f} {g:11.1f} {r:16.1f} {h07:11.1f} {gg:8.1f} "
+                  f"{ideal:6.1f}")
     return 0
 
 
