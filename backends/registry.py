@@ -430,6 +430,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(7, "head_major", "h04 with its blocks launched head by head: each head's K and V read from DRAM "
              "about once, then from L2", dtypes=precision.HALF, parent="h04", build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(8, "head_groups", "h07 with the heads in groups sized to L2, each group's blocks longest-first: "
+             "h07's locality with h04's balance", dtypes=precision.HALF, build_flags=_FAST_MATH,
+             strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
