@@ -8,6 +8,8 @@
 #    throughput, L2 hit rate and throughput, and the main stall reasons of h04 and each of
 #    NCU_VARIANTS (these may be timing-only variants that fail the check, e.g. h04z: no
 #    softmax).
+# On a device machine whose copy of .git is stale, set STUDY_COMMIT=<commit> so that the try
+# log names the tree that ran (backends/environment.py reads it).
 set -uo pipefail
 OUT=${OUT:?set OUT to the folder for the logs}
 read -r -a TRY <<< "${1:-}"
