@@ -59,13 +59,12 @@ def work_items(batch: int, T: int, sms: int) -> list[int | None]:
 def grouped(items: Sequence[int | None], heads: int, group: int) -> list[int | None]:
     """The items (in h04's order: item k is slot k // heads of head k % heads) renumbered in
     groups of `group` heads, each group's items in h04's order among its own heads."""
-    slots = len(items) // heads
+    assert len(items) % heads == 0, "h04's order has the same slots for every head"
 
     def key(k: int) -> tuple[int, int, int]:
         head, slot = k % heads, k // heads
         return head // group, slot, head % group
 
-    assert len(items) == slots * heads
     return [items[k] for k in sorted(range(len(items)), key=key)]
 
 

@@ -138,15 +138,21 @@ def half_precision_bounds(dtype: str, ref: torch.Tensor, vendor_outputs: Iterabl
 VendorFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
+def call_quietly(fn: VendorFn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """fn's output; a kernel that refuses these inputs raises RuntimeError (cuDNN refuses
+    T = 1), without the UserWarning SDPA prints before it refuses."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return fn(q, k, v, num_heads)
+
+
 def vendor_outputs(vendors: Iterable[VendorFn], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    num_heads: int) -> list[torch.Tensor]:
     """The outputs of the vendor kernels that accept these inputs (cuDNN refuses T = 1)."""
     outputs = []
     for fn in vendors:
         try:
-            with warnings.catch_warnings():  # SDPA warns before it refuses
-                warnings.simplefilter("ignore", UserWarning)
-                outputs.append(fn(q, k, v, num_heads))
+            outputs.append(call_quietly(fn, q, k, v, num_heads))
         except RuntimeError:
             continue
     return outputs

@@ -20,7 +20,6 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO
@@ -36,8 +35,8 @@ from harness.compile_check import RESOURCES_HEADER, check_versions, compile_fail
 from harness.build import build_all
 from harness.correctness import vendor_functions
 from harness.device_timing import DeviceTimer, measure_peak
-from harness.reference import (FLOAT32_BOUNDS, Bounds, bounds_for, compare, random_qkv, reference_attention,
-                               reference_attention_by_head)
+from harness.reference import (FLOAT32_BOUNDS, Bounds, bounds_for, call_quietly, compare, random_qkv,
+                               reference_attention, reference_attention_by_head)
 from harness.study import Shape
 
 # Partial tiles of every tile size in use (32, 48, 64), T = 1 and 2, B > 1, GPT-2 medium's width.
@@ -113,9 +112,7 @@ def check(name: str, fn: AttentionFn, cases: Sequence[Case], log: Log, *, may_re
     for case in cases:
         q, k, v = case.qkv
         try:
-            with warnings.catch_warnings():  # SDPA warns before it refuses
-                warnings.simplefilter("ignore", UserWarning)
-                out = fn(q, k, v, case.H)
+            out = call_quietly(fn, q, k, v, case.H)
         except RuntimeError as error:
             if not may_refuse:
                 ok = False
