@@ -26,8 +26,9 @@ numbers (its notes: 1,510 tensor and 1,790 shared-memory cycles per tile, a 1.55
 B=8, T=4096, 2.39 ms measured) calibrate the estimate: a design's estimate is its bound over
 version 18's fraction of its bound.
 
-The L2 read bandwidth is the constant this rests on and the study has not measured: 6.5 TB/s
-is a guess (--measure-l2 times copies between two buffers that fit in L2).
+The L2 read bandwidth is the constant this rests on: 4.69 TB/s, measured on an H100 with
+--measure-l2 (copies between two buffers that fit in L2; results/nvidia-h100-80gb-hbm3/
+experiments/2026-11-24_19_split_once_l2_copy.txt).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ CLOCK_HZ = 1.755e9  # under load
 WGMMA_FLOP_PER_CYCLE = 2080  # per SM: the probe's m64n64k8 TF32 rate, A from registers
 SMEM_BYTES_PER_CYCLE = 128
 HBM_TBPS = 3.35
-L2_TBPS_GUESS = 6.5
+L2_TBPS_H100 = 4.69  # measured with --measure-l2 (see the top of this file)
 V18_MEASURED_US = 2391  # B=8, T=4096, H100 (results/, commit 7b9dd4289a70)
 
 
@@ -169,8 +170,8 @@ def report(B: int, H: int, T: int, l2_tbps: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--l2-tbps", type=float, default=L2_TBPS_GUESS,
-                        help=f"L2 read bandwidth in TB/s (default: {L2_TBPS_GUESS}, a guess)")
+    parser.add_argument("--l2-tbps", type=float, default=L2_TBPS_H100,
+                        help=f"L2 read bandwidth in TB/s (default: {L2_TBPS_H100}, an H100's, measured)")
     parser.add_argument("--measure-l2", action="store_true", help="measure the L2 read bandwidth first (GPU)")
     args = parser.parse_args()
     if args.l2_tbps <= 0:
