@@ -433,6 +433,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(8, "head_groups", "h07 with the heads in groups sized to L2, each group's blocks longest-first: "
              "h07's locality with h04's balance", dtypes=precision.HALF, build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(9, "dependent_launch", "h08 with the merge kernel launched as a programmatic dependent: its "
+             "blocks wait on the device instead of behind a launch gap", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
