@@ -26,7 +26,7 @@ numbers (its notes: 1,510 tensor and 1,790 shared-memory cycles per tile, a 1.55
 B=8, T=4096, 2.39 ms measured) calibrate the estimate: a design's estimate is its bound over
 version 18's fraction of its bound.
 
-The L2 read bandwidth is the constant this rests on: 4.69 TB/s, measured on an H100 with
+The L2 read bandwidth is the constant this rests on: L2_TBPS_H100, measured on an H100 with
 --measure-l2 (copies between two buffers that fit in L2; results/nvidia-h100-80gb-hbm3/
 experiments/2026-11-24_19_split_once_l2_copy.txt).
 """
@@ -49,7 +49,7 @@ CLOCK_HZ = 1.755e9  # under load
 WGMMA_FLOP_PER_CYCLE = 2080  # per SM: the probe's m64n64k8 TF32 rate, A from registers
 SMEM_BYTES_PER_CYCLE = 128
 HBM_TBPS = 3.35
-L2_TBPS_H100 = 4.69  # measured with --measure-l2 (see the top of this file)
+L2_TBPS_H100 = 4.69  # TB/s, measured with --measure-l2 (see the top of this file)
 V18_MEASURED_US = 2391  # B=8, T=4096, H100 (results/, commit 7b9dd4289a70)
 
 
