@@ -408,6 +408,12 @@ BACKENDS: tuple[Backend, ...] = (
     _version(18, "wgmma", "version 17 on Hopper's asynchronous warpgroup MMA (wgmma, sm_90a)",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(19, "producer_split", "version 18 warp-specialized: a producer warpgroup splits each K/V tile once "
+             "for two consumer warpgroups (128 rows) that take turns at the tensor cores",
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(20, "head_groups", "version 19 with its blocks launched in groups of heads sized to the L2 "
+             "(h08's order): each head's K and V read from DRAM about once",
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
