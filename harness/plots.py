@@ -12,8 +12,11 @@ dtypes):
 - log axes labelled 10, 20, 50, 100, ... (as dense as the axis has room for);
 - laid out in inches (header, panels, footer), so every text lies inside the canvas: the
   tests check it.
-Points are medians; whiskers span min to max (the footer says over what). Figures are
-deterministic: the same results give the same bytes.
+Points are medians; whiskers span min to max (the footer says over what). A ratio of two
+rows' times divides rows of the same run: a kernel's ratio to its dtype's reference is the one
+the benchmark stored, and any other pair is the row drawn and the other's row of its run (none:
+no ratio, and the figure says so). Figures are deterministic: the same results give the same
+bytes.
 """
 from __future__ import annotations
 
@@ -34,8 +37,8 @@ from backends import registry
 from harness.files import write_atomically
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, Shape
-from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, name_ranges, registry_row,
-                            track_of, tracks)
+from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, kernel_ratio, name_ranges,
+                            registry_row, track_of, tracks)
 
 GPU_COMPARISON = "gpu_comparison.png"
 HEADLINE_FIGURE = "headline.png"  # the README's first figure (drawn for every GPU, shown for the first)
@@ -61,6 +64,7 @@ VERSIONS = "#3a66a0"  # the versions as one line (progression)
 MISSING = "#c0392b"
 GPU_COLOURS = ("#1f77b4", "#e6850e", "#2ca02c", "#9467bd")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+NOT_IN_ONE_RUN = "not measured in the same run"  # a ratio panel's note for a pair it has no ratio of
 
 
 # -- looks ---------------------------------------------------------------------------------
@@ -378,11 +382,12 @@ def _half_note(r: GpuResults, shown: Sequence[Track]) -> str:
         for other in track.dtypes[1:]:
             gaps = [abs(b.us_device_median / a.us_device_median - 1) for a in r.kernels
                     if a.dtype == track.dtype and a.shape in HEADLINE_SHAPES and a.us_device_median
-                    and (b := r.kernel(a.backend, a.shape, other)) is not None and b.us_device_median]
+                    and (b := r.kernel_in_run(a.backend, a.shape, other, a.provenance)) is not None
+                    and b.us_device_median]
             if gaps:
                 notes.append(f"{other} is not drawn: at {' and '.join(s.label() for s in HEADLINE_SHAPES)} every "
-                             f"backend runs within {100 * max(gaps):.0f}% of its {track.dtype} time (the README's "
-                             f"tables have both).")
+                             f"backend's {other} time is within {100 * max(gaps):.0f}% of its {track.dtype} time of "
+                             f"the same run (the README's tables have both).")
     return " ".join(notes)
 
 
@@ -702,6 +707,8 @@ def precision_cost(r: GpuResults) -> Figure | None:
         return None
     labels = [f"{name} {dtype}" for name, dtype, _, _ in series]
     ratio_labels = [f"{best_full} ÷ {best_half}", f"{reference}: {full.dtype} ÷ {half.dtype}"]
+    pairs = [((best_full, full.dtype), (best_half, half.dtype), ratio_labels[0], "-"),
+             ((reference, full.dtype), (reference, half.dtype), ratio_labels[1], (0, (5, 2)))]
     room = _end_label_room(labels + ratio_labels)
     frame = _frame(title=f"What does {full.dtype} accuracy cost? The fastest {full.dtype} kernel against the "
                          f"fastest half-precision one — {r.gpu}",
@@ -710,7 +717,9 @@ def precision_cost(r: GpuResults) -> Figure | None:
                           f"backend (the study's {half.span()} or {registry.kernel_reference(half.dtype)}), each "
                           f"chosen by the geometric mean of its device times at "
                           f"{' and '.join(s.label() for s in HEADLINE_SHAPES)}; dashed: {reference} in both "
-                          "precisions. Device time per call, medians of CUDA-graph replays."],
+                          f"precisions. Device time per call, medians of CUDA-graph replays. Below: the {full.dtype} "
+                          f"row drawn above over the {half.dtype} row measured in the same run, where that run has "
+                          f"one."],
                    source=r.provenance_line(), cols=len(batches), rows=[3.4, 1.6], panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=0.75, bottom=0.6, sharex=True)
     for j, B in enumerate(batches):
@@ -734,37 +743,58 @@ def precision_cost(r: GpuResults) -> Figure | None:
                                   max(lines[(name, dtype)]), colour, style == "-")
                          for name, dtype, colour, style in series if (name, dtype) in lines])
         top.set_ylabel("µs per call", fontsize=AXIS_PT)
-        _ratio_panel(bottom, lines, [((best_full, full.dtype), (best_half, half.dtype), ratio_labels[0], "-"),
-                                     ((reference, full.dtype), (reference, half.dtype), ratio_labels[1], (0, (5, 2)))])
+        _ratio_panel(bottom, [(same_run_ratios(r, slow, fast, B), label, style) for slow, fast, label, style in pairs
+                              if slow in lines])
         _style_axes(bottom, f"B={B}: {full.dtype} time ÷ {half.dtype} time")
         bottom.set_xlabel("sequence length T", fontsize=AXIS_PT)
         bottom.set_ylabel("times slower", fontsize=AXIS_PT)
     return frame.fig
 
 
-def _ratio_panel(ax: Axes, lines: dict[tuple, dict[int, float]], pairs: Sequence[tuple]) -> None:
+def same_run_ratios(r: GpuResults, slow: tuple[str, str], fast: tuple[str, str], B: int) -> dict[int, float]:
+    """T -> the device time of `slow` (backend, dtype) at batch B, its row drawn, over `fast`'s
+    row of the same run; lengths where that run has no device time of `fast` are left out."""
+    ratios = {}
+    for row in r.kernel_series(*slow, B):
+        other = r.kernel_in_run(fast[0], row.shape, fast[1], row.provenance)
+        if other is not None and other.us_device_median:
+            ratios[row.T] = row.us_device_median / other.us_device_median  # type: ignore[operator]
+    return ratios
+
+
+def _ratio_panel(ax: Axes, pairs: Sequence[tuple[dict[int, float], str, object]]) -> None:
+    """One line per (T -> ratio, label, line style); a pair without a same-run ratio is named
+    in the panel instead."""
     labels = []
-    for slow, fast, label, style in pairs:
-        if slow in lines and fast in lines:
-            common = sorted(set(lines[slow]) & set(lines[fast]))
-            if common:
-                ratios = [lines[slow][t] / lines[fast][t] for t in common]
-                ax.plot(common, ratios, color="0.15", linestyle=style, marker="o" if style == "-" else "s",
-                        markerfacecolor="0.15" if style == "-" else "white", markersize=4, linewidth=1.6)
-                labels.append(EndLabel(label, ratios[-1], common[-1], "0.15", style == "-"))
+    unpaired = []
+    for ratios, label, style in pairs:
+        if not ratios:
+            unpaired.append(label)
+            continue
+        common = sorted(ratios)
+        ax.plot(common, [ratios[t] for t in common], color="0.15", linestyle=style,
+                marker="o" if style == "-" else "s", markerfacecolor="0.15" if style == "-" else "white",
+                markersize=4, linewidth=1.6)
+        labels.append(EndLabel(label, ratios[common[-1]], common[-1], "0.15", style == "-"))
     ax.set_ylim(0, max([lab.y for lab in labels] + [1.0]) * 1.35)
     ax.axhline(1.0, color="0.6", linewidth=0.8, zorder=1)
+    for i, label in enumerate(unpaired):
+        ax.text(0.02, 0.95 - 0.14 * i, f"{label}: {NOT_IN_ONE_RUN}", transform=ax.transAxes, fontsize=TICK_PT,
+                color="0.45", style="italic", va="top", ha="left")
     label_ends(ax, labels)
 
 
 def _cost_summary(r: GpuResults, full: tuple[str, str], half: tuple[str, str]) -> str:
     """'On this GPU float32 (v18) takes 1.4× (B=1 T=512) to 5.0× (B=8 T=4096) the time of
-    bfloat16 (sdpa-cudnn), for a 2,800× smaller error against float64.'"""
+    bfloat16 (sdpa-cudnn), for a 2,800× smaller error against float64.': each float32 row shown
+    over the bfloat16 row of its run; where its run has none, a sentence saying so."""
     ratios = [(s, a.us_device_median / b.us_device_median) for s in HEADLINE_SHAPES
-              if (a := r.kernel(full[0], s, full[1])) and (b := r.kernel(half[0], s, half[1]))
+              if (a := r.kernel(full[0], s, full[1])) and (b := r.kernel_in_run(half[0], s, half[1], a.provenance))
               and a.us_device_median and b.us_device_median]
     if not ratios:
-        return ""
+        return (f"On this GPU, the run that measured {full[1]} ({full[0]}) at "
+                f"{' and '.join(s.label() for s in HEADLINE_SHAPES)} has no {half[1]} ({half[0]}) time: their ratio "
+                f"needs a sweep of both dtypes.")
     low, high = min(ratios, key=lambda x: x[1]), max(ratios, key=lambda x: x[1])
     times = (f"{low[1]:.1f}× ({low[0].label()})" if low == high
              else f"{low[1]:.1f}× ({low[0].label()}) to {high[1]:.1f}× ({high[0].label()})")
@@ -807,8 +837,8 @@ def headline(r: GpuResults) -> Figure | None:
         ends = []
         for shape in HEADLINE_SHAPES:
             colour, marker = shape_looks[shape]
-            ratios = {v: row.ratio_to_reference for v in track.versions
-                      if (row := r.kernel(v, shape, track.dtype)) and row.ratio_to_reference}
+            ratios = {v: ratio for v in track.versions
+                      if (row := r.kernel(v, shape, track.dtype)) and (ratio := kernel_ratio(row))}
             position = {v: i for i, v in enumerate(track.versions)}
             for v in ratios:
                 parent = registry.get(v).parent

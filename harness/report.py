@@ -3,9 +3,12 @@
 Text between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` is
 replaced; nothing else in the files is touched. Tables lead with GPU times (device time
 per kernel call, graph-replay time end to end) and show eager/call times beside them.
-Every ratio in a table is a time over a reference's time (below 1: faster), and every table
-is of one dtype: float32, or the half-precision track's dtypes (bfloat16 in full, float16
-below it in one table).
+Every ratio in a table is a time over a reference's time measured in the same run (below 1:
+faster): a kernel row's ratio as the benchmark stored it, an end-to-end row's over the
+reference's row of its run (a later, partial sweep may have measured either again); where that
+run has no time of the reference, the table shows a dash and says so. Every table is of one
+dtype: float32, or the half-precision track's dtypes (bfloat16 in full, float16 below it in one
+table).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import os
 import re
 import statistics
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
@@ -22,11 +25,12 @@ from harness.files import write_atomically
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, Shape
-from harness.tables import GpuResults, Track, backend_rank, dtype_rank, name_ranges, registry_row, tracks
+from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, kernel_ratio, name_ranges, registry_row,
+                            tracks)
 
 README = PROJECT_ROOT / "README.md"
 DASH = "–"
-RATIO_RULE = "time over the reference's time: below 1 is faster"
+RATIO_RULE = "time over the reference's time measured in the same run: below 1 is faster"
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -60,8 +64,13 @@ def _range(values: Sequence[int | None]) -> str:
     return DASH if not known else (str(known[0]) if len(known) == 1 else f"{known[0]} to {known[-1]}")
 
 
-def _ratio(value: float | None, reference: float | None) -> float | None:
-    return value / reference if value and reference else None
+def _unpaired(column: str, reference: str, names: Iterable[str]) -> str:
+    """The sentence for ratios shown as a dash because the run that measured `names` has no time
+    of `reference` ('' where there are none), so no table's text claims a ratio it lacks."""
+    found = list(names)
+    if not found:
+        return ""
+    return f" {column} is {DASH} for {name_ranges(found)}: `{reference}` has no time measured in the same run."
 
 
 def _us(value: float | None) -> str:
@@ -86,7 +95,7 @@ def _shown_tracks(r: GpuResults) -> list[tuple[Track, list[str]]]:
 
 
 # -- end to end ------------------------------------------------------------------------------
-def _e2e_common(x: E2ERow, naive: float | None, gpu_spread: bool, eager_spread: bool) -> list[str]:
+def _e2e_common(x: E2ERow, ratio: float | None, gpu_spread: bool, eager_spread: bool) -> list[str]:
     gpu = [_num(x.seconds_gpu_median, "{:.3f}")]
     if gpu_spread:
         gpu.append(_span(x.seconds_gpu_min, x.seconds_gpu_max, "{:.3f}"))
@@ -94,7 +103,7 @@ def _e2e_common(x: E2ERow, naive: float | None, gpu_spread: bool, eager_spread: 
     if eager_spread:
         eager.append(_span(x.seconds_eager_min, x.seconds_eager_max, "{:.3f}"))
     return [f"`{x.backend}`", *gpu, *eager,
-            _num(x.tokens_per_second, "{:.0f}"), _num(_ratio(x.seconds_gpu_median, naive), "{:.2f}"),
+            _num(x.tokens_per_second, "{:.0f}"), _num(ratio, "{:.2f}"),
             _num(x.peak_memory_bytes / 2**20 if x.peak_memory_bytes else None, "{:.0f}")]
 
 
@@ -113,8 +122,7 @@ def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
     rows = r.e2e_rows(tokens, dtype)
     if not rows:
         return f"_No {dtype} end-to-end results at {tokens} tokens yet._"
-    naive_row = r.end_to_end(registry.TOKENS_REFERENCE, tokens, dtype)
-    naive = naive_row.seconds_gpu_median if naive_row else None
+    ratios = {x.backend: r.end_to_end_ratio(x, registry.TOKENS_REFERENCE) for x in rows}
     reference = f"`{registry.TOKENS_REFERENCE}`"
     # One run (or one timed replay) has no spread: its min-max column is left out.
     gpu_spread = any((x.replays or 0) > 1 for x in rows)
@@ -137,8 +145,10 @@ def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
         extra = lambda x: [_yes_no(x.same_tokens_as_naive)]  # noqa: E731
         rule = f"Accuracy: every backend's tokens must equal {reference}'s exactly."
     header += ["graph tokens = eager", "attention share"]
-    body = [_e2e_common(x, naive, gpu_spread, eager_spread) + extra(x) + [_yes_no(x.graph_tokens_match_eager), _percent(x.attention_gpu_share)]
-            for x in rows]
+    body = [_e2e_common(x, ratios[x.backend], gpu_spread, eager_spread) + extra(x)
+            + [_yes_no(x.graph_tokens_match_eager), _percent(x.attention_gpu_share)] for x in rows]
+    unpaired = _unpaired(f"time / {reference}", registry.TOKENS_REFERENCE,
+                         (x.backend for x in rows if x.seconds_gpu_median and ratios[x.backend] is None))
     first = rows[0]
     intro = (f"End to end, {dtype}: GPT-2 ({first.model_description()}) with weights and activations in {dtype}, "
              f"{tokens} tokens ({first.prompt_tokens}-token prompt, {tokens - first.prompt_tokens} generated), batch "
@@ -146,8 +156,8 @@ def e2e_table(r: GpuResults, dtype: str, tokens: int = HEADLINE_TOKENS) -> str:
              f"of the whole generation "
              f"captured as one CUDA graph, after a warm-up replay; eager: {_runs([x.eager_runs for x in rows], 'runs')} "
              f"from Python, host included. tokens/s: generated tokens over the GPU time; time / {reference}: GPU "
-             f"{RATIO_RULE} ({dtype} {reference}). Attention share: 1 − (the same graph with a no-op attention) / "
-             f"GPU time. {rule}")
+             f"{RATIO_RULE} ({dtype} {reference}).{unpaired} Attention share: 1 − (the same graph with a no-op "
+             f"attention) / GPU time. {rule}")
     return intro + "\n\n" + _table(header, body)
 
 
@@ -170,14 +180,21 @@ def kernel_table(r: GpuResults, shape: Shape, dtype: str) -> str:
     peak = next((x.peak for x in rows if x.peak), dtype)
     body = [[f"`{x.backend}`", _us(x.us_device_median),
              f"{_us(x.us_device_min)}–{_us(x.us_device_max)}" if x.us_device_min is not None else DASH,
-             _us(x.us_call_median), _num(x.tflops, "{:.2f}"), _num(x.ratio_to_reference, "{:.2f}"),
+             _us(x.us_call_median), _num(x.tflops, "{:.2f}"), _num(kernel_ratio(x), "{:.2f}"),
              _percent(x.fraction_of_peak, 1)] for x in rows]
     intro = (f"Kernel, {dtype}: {shape.describe()}, causal. Device time per call: median of "
              f"{_range([x.replays for x in rows])} replays of a CUDA graph of R × [L2 flush, call] minus the flushes "
              f"alone, divided by R ({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. "
-             f"time / {reference}: device {RATIO_RULE} (same run, same dtype). {_peak_text(dtype, rows)}.")
+             f"time / {reference}: device {RATIO_RULE} (same dtype)."
+             f"{_unpaired(f'time / {reference}', registry.kernel_reference(dtype), _unpaired_kernels(rows))} "
+             f"{_peak_text(dtype, rows)}.")
     return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
                                     f"time / {reference}", f"of {peak} peak"], body)
+
+
+def _unpaired_kernels(rows: Iterable[KernelRow | None]) -> list[str]:
+    """The backends of `rows` with a device time but no ratio: their run has no time of the reference."""
+    return [x.backend for x in rows if x is not None and x.us_device_median and kernel_ratio(x) is None]
 
 
 def summary_table(r: GpuResults, dtype: str) -> str:
@@ -196,13 +213,15 @@ def summary_table(r: GpuResults, dtype: str) -> str:
         cells = [f"`{name}`"]
         for shape in HEADLINE_SHAPES:
             k = r.kernel(name, shape, dtype)
-            cells += [_us(k.us_device_median if k else None), _num(k.ratio_to_reference if k else None, "{:.2f}")]
+            cells += [_us(k.us_device_median if k else None), _num(kernel_ratio(k) if k else None, "{:.2f}")]
         e = r.end_to_end(name, HEADLINE_TOKENS, dtype)
         cells += [_num(e.seconds_gpu_median if e else None, "{:.3f}"), _percent(e.token_agreement if e else None),
                   _logits(e) if e else DASH, _yes_no(e.accuracy_check if e else None)]
         body.append(cells)
-    return (f"{dtype}, the same measurements (device times and GPU times as above; ratios: {RATIO_RULE}):\n\n"
-            + _table(header, body))
+    unpaired = _unpaired(f"time / {reference}", registry.kernel_reference(dtype),
+                         _unpaired_kernels(r.kernel(name, s, dtype) for name in names for s in HEADLINE_SHAPES))
+    return (f"{dtype}, the same measurements (device times and GPU times as above; ratios: {RATIO_RULE})"
+            + (f".{unpaired}" if unpaired else ":") + "\n\n" + _table(header, body))
 
 
 def _listing(label: str, reasons: dict[str, str]) -> str | None:
@@ -343,6 +362,7 @@ def headline_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path) ->
     if r is None:
         return "_No results yet: run `./run_all.sh` on a GPU._"
     rows: list[list[str]] = []
+    unpaired: dict[str, list[str]] = {}  # reference -> the picks shown with a dash for a ratio to it
     for track, present in _shown_tracks(r):
         dtype = present[0]
         reference = registry.kernel_reference(dtype)
@@ -353,34 +373,39 @@ def headline_block(gpus: Sequence[GpuResults], plots_dir: Path, readme: Path) ->
         for name, role in picks:
             if name is None or (name == first and name == best):
                 continue
-            cells = [f"`{name}`: {role}"]
+            times: list[tuple[float | None, float | None, Callable[[float | None], str], str]] = []
             for shape in HEADLINE_SHAPES:
-                row, ref = r.kernel(name, shape, dtype), r.kernel(reference, shape, dtype)
-                cells.append(_with_ratio(row.us_device_median if row else None, ref.us_device_median if ref else None,
-                                         _us, "µs", name == reference))
-            e, ref_e = r.end_to_end(name, HEADLINE_TOKENS, dtype), r.end_to_end(reference, HEADLINE_TOKENS, dtype)
-            cells.append(_with_ratio(e.seconds_gpu_median if e else None, ref_e.seconds_gpu_median if ref_e else None,
-                                     lambda v: _num(v, "{:.3f}"), "s", name == reference))
-            rows.append(cells)
+                row = r.kernel(name, shape, dtype)
+                times.append((row.us_device_median if row else None, kernel_ratio(row) if row else None, _us, "µs"))
+            e = r.end_to_end(name, HEADLINE_TOKENS, dtype)
+            times.append((e.seconds_gpu_median if e else None, r.end_to_end_ratio(e, reference) if e else None,
+                          lambda v: _num(v, "{:.3f}"), "s"))
+            rows.append([f"`{name}`: {role}", *(_with_ratio(value, ratio, fmt, unit, name == reference)
+                                                for value, ratio, fmt, unit in times)])
+            if name != reference and any(value is not None and ratio is None for value, ratio, _, _ in times):
+                unpaired.setdefault(reference, []).append(name)
     if not rows:
         return "_No results yet: run `./run_all.sh` on a GPU._"
     references = ", ".join(f"`{registry.kernel_reference(p[0])}` in {p[0]}" for _, p in _shown_tracks(r))
     header = ["", *(f"kernel, {s.label()}" for s in HEADLINE_SHAPES), f"GPT-2, {HEADLINE_TOKENS} tokens"]
     figure = plots_dir / r.slug / HEADLINE_FIGURE
     parts = [f"![{HEADLINE_FIGURE}]({_link(figure, readme)})"] if figure.exists() else []
+    missing = "".join(_unpaired("The ratio", reference, names) for reference, names in unpaired.items())
     parts += [f"On the {r.gpu}: device time per kernel call (H={HEADLINE_SHAPES[0].H}, d={HEADLINE_SHAPES[0].d}, "
               f"causal) and GPU time of a {HEADLINE_TOKENS}-token GPT-2 generation; in parentheses, the time over "
-              f"PyTorch's fastest kernel of the same precision ({references}): below 1× is faster. A track's "
-              f"fastest step has the lowest geometric mean of the two kernel times.", _table(header, rows)]
+              f"PyTorch's fastest kernel of the same precision ({references}) measured in the same run: below 1× is "
+              f"faster.{missing} A track's fastest step has the lowest geometric mean of the two kernel times.",
+              _table(header, rows)]
     return "\n\n".join(parts)
 
 
-def _with_ratio(value: float | None, reference: float | None, fmt: Callable[[float | None], str], unit: str,
+def _with_ratio(value: float | None, ratio: float | None, fmt: Callable[[float | None], str], unit: str,
                 is_reference: bool) -> str:
+    """'15.1 µs (0.25×)'; the reference's own time without one, a dash where its run has no
+    time of the reference."""
     if value is None:
         return DASH
-    ratio = _ratio(value, reference)
-    return f"{fmt(value)} {unit}" + ("" if is_reference or ratio is None else f" ({ratio:.2f}×)")
+    return f"{fmt(value)} {unit}" + ("" if is_reference else f" ({_num(ratio, '{:.2f}×')})")
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -439,36 +464,53 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
         return None
     reference = registry.kernel_reference(dtype)
 
-    def kernel_us(backend: str, shape: Shape, d: str) -> float | None:
-        row = r.kernel(backend, shape, d)
-        return row.us_device_median if row else None
-
-    def e2e_s(backend: str, d: str) -> float | None:
-        row = r.end_to_end(backend, HEADLINE_TOKENS, d)
+    def value(row: KernelRow | E2ERow | None) -> float | None:
+        if isinstance(row, KernelRow):
+            return row.us_device_median
         return row.seconds_gpu_median if row else None
 
-    measures: list[tuple[str, Callable[[str, str], float | None], str]] = [
-        (f"kernel device µs, {s.label()}", lambda b, d, s=s: kernel_us(b, s, d), "{:.1f}")
+    def ratio(row: KernelRow | E2ERow | None) -> float | None:
+        """To the reference measured in the same run: a kernel row's stored ratio, an end-to-end
+        row's over the reference's row of its run."""
+        if isinstance(row, KernelRow):
+            return kernel_ratio(row)
+        return r.end_to_end_ratio(row, reference) if row else None
+
+    # (label, what it is in a sentence, the row of a backend in a dtype, format)
+    measures: list[tuple[str, str, Callable[[str, str], KernelRow | E2ERow | None], str]] = [
+        (f"kernel device µs, {s.label()}", f"the {s.label()} kernel", lambda b, d, s=s: r.kernel(b, s, d), "{:.1f}")
         for s in VERSION_NOTE_SHAPES]
-    measures.append((f"{HEADLINE_TOKENS}-token generation, GPU s", e2e_s, "{:.3f}"))
-    rows = []
-    for label, get, fmt in measures:
-        before, after = get(parent, parent_dtype), get(version.name, dtype)
-        rows.append([label, _num(before, fmt), _num(after, fmt), _change(before, after),
-                     _num(_ratio(after, get(reference, dtype)), "{:.2f}"),
-                     *(_num(get(version.name, d), fmt) for d in others)])
+    measures.append((f"{HEADLINE_TOKENS}-token generation, GPU s", f"the {HEADLINE_TOKENS}-token generation",
+                     lambda b, d: r.end_to_end(b, HEADLINE_TOKENS, d), "{:.3f}"))
+    rows, unpaired = [], []
+    for label, what, get, fmt in measures:
+        before, after = value(get(parent, parent_dtype)), get(version.name, dtype)
+        rows.append([label, _num(before, fmt), _num(value(after), fmt), _change(before, value(after)),
+                     _num(ratio(after), "{:.2f}"), *(_num(value(get(version.name, d)), fmt) for d in others)])
+        if value(after) is not None and ratio(after) is None:
+            unpaired.append(what)
     mixed = parent_dtype != dtype
     header = ["measure", f"`{parent}`" + (f" ({parent_dtype})" if mixed else ""),
               f"`{version.name}`" + (f" ({dtype})" if mixed or others else ""), "change",
               f"`{version.name}` / `{reference}`", *(f"`{version.name}` ({d})" for d in others)]
+    same_run = f"the ratio is to `{reference}`{f' in {dtype}' if mixed or precision.is_half(dtype) else ''} " \
+               f"measured in the same run"
     intro = f"On {r.gpu} ({r.provenance_line(None if mixed else dtype)})"
     if mixed:
         intro += (f", `{version.name}` in {dtype} against its parent `{parent}`, a {parent_dtype} version, in "
-                  f"{parent_dtype}: the change includes the change of precision; the ratio is to `{reference}` in "
-                  f"{dtype}")
+                  f"{parent_dtype}: the change includes the change of precision; {same_run}")
     elif precision.is_half(dtype):
-        intro += f", in {dtype}; the ratio is to `{reference}` in {dtype}"
-    return intro + ":\n\n" + _table(header, rows)
+        intro += f", in {dtype}; {same_run}"
+    else:
+        intro += f"; {same_run}"
+    missing = (f"\n\n`{version.name}` / `{reference}` is {DASH} for {_and(unpaired)}: `{reference}` has no time "
+               f"measured in the run that measured `{version.name}`'s." if unpaired else "")
+    return intro + ":\n\n" + _table(header, rows) + missing
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _change(before: float | None, after: float | None) -> str:

@@ -1,5 +1,7 @@
-"""One GPU's results, loaded once for plots and tables: the latest row per measurement, and
-the study's two tracks as the registry defines them."""
+"""One GPU's results, loaded once for plots and tables: the latest row per measurement (what
+the tables show), every measured row by the run that measured it (what a ratio of two
+backends' times divides by: the other backend's row of the same run), and the study's two
+tracks as the registry defines them."""
 from __future__ import annotations
 
 import math
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
 
 from backends import precision, registry
+from backends.environment import Provenance
 from harness.results import (CORRECTNESS, E2E, KERNELS, STAGES, CorrectnessRow, E2ERow, KernelRow, ResultsFileError,
                              StageRow, Table, gpu_slugs)
 from harness.study import HEADLINE_SHAPES, Shape
@@ -100,6 +103,13 @@ def name_ranges(names: Iterable[str]) -> str:
                      for p in parts)
 
 
+def kernel_ratio(row: KernelRow) -> float | None:
+    """The row's device time over its dtype's kernel reference's at its shape, as the benchmark
+    stored it (the reference measured in the same run); None where it has none, or where it was
+    measured against another reference than the registry names now."""
+    return row.ratio_to_reference if row.reference == registry.kernel_reference(row.dtype) else None
+
+
 @dataclass
 class GpuResults:
     slug: str
@@ -111,6 +121,18 @@ class GpuResults:
     problems: list[str] = field(default_factory=list)  # damaged rows that were skipped
     stages: list[StageRow] = field(default_factory=list)  # ./run_all.sh runs at the results' commits, by start
     correctness: list[CorrectnessRow] = field(default_factory=list)  # latest per key, any status
+    # Every measured row, the latest and the ones a later run replaced: a ratio of two backends'
+    # times pairs a shown row with the other backend's row of the same run (see *_in_run).
+    measured_kernels: list[KernelRow] = field(default_factory=list, repr=False)
+    measured_e2e: list[E2ERow] = field(default_factory=list, repr=False)
+    _kernel_runs: dict[tuple, KernelRow] = field(init=False, repr=False)
+    _e2e_runs: dict[tuple, E2ERow] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The latest rows last: where one run wrote a key twice, the row shown is the one found.
+        self._kernel_runs = {(r.backend, r.dtype, r.shape, r.provenance): r
+                             for r in [*self.measured_kernels, *self.kernels]}
+        self._e2e_runs = {(r.backend, r.dtype, r.tokens, r.provenance): r for r in [*self.measured_e2e, *self.e2e]}
 
     @property
     def empty(self) -> bool:
@@ -127,6 +149,11 @@ class GpuResults:
         return next((r for r in self.kernels if r.backend == backend and r.shape == shape and r.dtype == dtype),
                     None)
 
+    def kernel_in_run(self, backend: str, shape: Shape, dtype: str, provenance: Provenance) -> KernelRow | None:
+        """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (the
+        same GPU, driver, CUDA, torch, commit and date), latest or not; None if that run has none."""
+        return self._kernel_runs.get((backend, dtype, shape, provenance))
+
     def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
         return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
 
@@ -140,6 +167,19 @@ class GpuResults:
 
     def end_to_end(self, backend: str, tokens: int, dtype: str) -> E2ERow | None:
         return next((r for r in self.e2e if r.backend == backend and r.tokens == tokens and r.dtype == dtype), None)
+
+    def end_to_end_in_run(self, backend: str, tokens: int, dtype: str, provenance: Provenance) -> E2ERow | None:
+        """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (the
+        same GPU, driver, CUDA, torch, commit and date), latest or not; None if that run has none."""
+        return self._e2e_runs.get((backend, dtype, tokens, provenance))
+
+    def end_to_end_ratio(self, row: E2ERow, reference: str) -> float | None:
+        """`row`'s GPU time over `reference`'s at the same length and dtype, measured in the same
+        run; None where either has no GPU time (the reference: none from that run)."""
+        ref = self.end_to_end_in_run(reference, row.tokens, row.dtype, row.provenance)
+        if not row.seconds_gpu_median or ref is None or not ref.seconds_gpu_median:
+            return None
+        return row.seconds_gpu_median / ref.seconds_gpu_median
 
     def e2e_rows(self, tokens: int, dtype: str) -> list[E2ERow]:
         return [r for r in self.e2e if r.tokens == tokens and r.dtype == dtype]
@@ -217,9 +257,11 @@ def load(slug: str, results_dir: Path) -> GpuResults:
     or a folder that mixes GPUs."""
     problems: list[str] = []
     loaded = {}
+    every: dict[str, list] = {}  # file name -> its rows, latest or not
     for table in (KERNELS, E2E, CORRECTNESS):
         read = table.read(table.path(results_dir, slug))
         problems += read.problems
+        every[table.file_name] = read.rows
         loaded[table.file_name] = _latest(read.rows, table)
     kernels: list[KernelRow] = loaded[KERNELS.file_name]
     e2e: list[E2ERow] = loaded[E2E.file_name]
@@ -240,7 +282,8 @@ def load(slug: str, results_dir: Path) -> GpuResults:
                   key=lambda r: r.run)
     correctness = [r for r in loaded[CORRECTNESS.file_name] if r.provenance.gpu == gpu]
     return GpuResults(slug, gpu, [r for r in kernels if r.measured], [r for r in e2e if r.measured], not_measured,
-                      problems, runs, correctness)
+                      problems, runs, correctness, [r for r in every[KERNELS.file_name] if r.measured],
+                      [r for r in every[E2E.file_name] if r.measured])
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:
