@@ -4,6 +4,7 @@ backends' times divides by: the other backend's row of the same run), and the st
 tracks as the registry defines them."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,14 @@ def name_ranges(names: Iterable[str]) -> str:
                      for p in parts)
 
 
+def run_of(provenance: Provenance) -> Provenance:
+    """The run a row belongs to: its GPU, driver, CUDA, torch and commit, whatever its date. A
+    sweep stopped by a time limit and resumed stamps the rows of each part with that part's
+    start (and may run on another card of the same model); the kernel benchmark already takes
+    a resumed run's reference from the part that measured it, so the tables do the same."""
+    return dataclasses.replace(provenance, date="")
+
+
 def kernel_ratio(row: KernelRow) -> float | None:
     """The row's device time over its dtype's kernel reference's at its shape, as the benchmark
     stored it (the reference measured in the same run); None where it has none, or where it was
@@ -130,9 +139,10 @@ class GpuResults:
 
     def __post_init__(self) -> None:
         # The latest rows last: where one run wrote a key twice, the row shown is the one found.
-        self._kernel_runs = {(r.backend, r.dtype, r.shape, r.provenance): r
+        self._kernel_runs = {(r.backend, r.dtype, r.shape, run_of(r.provenance)): r
                              for r in [*self.measured_kernels, *self.kernels]}
-        self._e2e_runs = {(r.backend, r.dtype, r.tokens, r.provenance): r for r in [*self.measured_e2e, *self.e2e]}
+        self._e2e_runs = {(r.backend, r.dtype, r.tokens, run_of(r.provenance)): r
+                          for r in [*self.measured_e2e, *self.e2e]}
 
     @property
     def empty(self) -> bool:
@@ -150,9 +160,9 @@ class GpuResults:
                     None)
 
     def kernel_in_run(self, backend: str, shape: Shape, dtype: str, provenance: Provenance) -> KernelRow | None:
-        """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (the
-        same GPU, driver, CUDA, torch, commit and date), latest or not; None if that run has none."""
-        return self._kernel_runs.get((backend, dtype, shape, provenance))
+        """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (run_of),
+        latest or not; None if that run has none."""
+        return self._kernel_runs.get((backend, dtype, shape, run_of(provenance)))
 
     def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
         return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
@@ -169,9 +179,9 @@ class GpuResults:
         return next((r for r in self.e2e if r.backend == backend and r.tokens == tokens and r.dtype == dtype), None)
 
     def end_to_end_in_run(self, backend: str, tokens: int, dtype: str, provenance: Provenance) -> E2ERow | None:
-        """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (the
-        same GPU, driver, CUDA, torch, commit and date), latest or not; None if that run has none."""
-        return self._e2e_runs.get((backend, dtype, tokens, provenance))
+        """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (run_of),
+        latest or not; None if that run has none."""
+        return self._e2e_runs.get((backend, dtype, tokens, run_of(provenance)))
 
     def end_to_end_ratio(self, row: E2ERow, reference: str) -> float | None:
         """`row`'s GPU time over `reference`'s at the same length and dtype, measured in the same

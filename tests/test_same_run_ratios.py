@@ -24,12 +24,14 @@ REFERENCE = registry.kernel_reference(FLOAT32)  # of the kernels, and of the hea
 NAIVE = registry.TOKENS_REFERENCE  # of the end-to-end tables
 SHOWN = "v10"  # measured in the fixtures' run only
 ALONE = "v11"  # measured again in the last run, without any reference
-LATER, LAST = "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"
+# Two later sweeps, each at a commit of its own (a run is a setup and a commit; tables.run_of).
+LATER, LAST = ("later0000000", "2026-01-02T00:00:00Z"), ("last00000000", "2026-01-03T00:00:00Z")
 
 
-def _again(row: KernelRow | E2ERow, factor: float, date: str) -> KernelRow | E2ERow:
-    """`row` as a later run at `date` measured it: every GPU time `factor` times the fixtures'."""
-    provenance = dataclasses.replace(row.provenance, date=date)
+def _again(row: KernelRow | E2ERow, factor: float, run: tuple[str, str]) -> KernelRow | E2ERow:
+    """`row` as a later run (commit, date) measured it: every GPU time `factor` times the fixtures'."""
+    commit, date = run
+    provenance = dataclasses.replace(row.provenance, commit=commit, date=date)
     if isinstance(row, KernelRow):
         return dataclasses.replace(row, us_device_median=row.us_device_median * factor,
                                    us_device_min=row.us_device_min * factor, us_device_max=row.us_device_max * factor,
@@ -71,14 +73,14 @@ def _cells(text: str, first: str) -> list[str]:
 
 def test_the_shown_rows_are_the_latest_and_the_earlier_ones_stay_reachable(remeasured, original):
     shape = HEADLINE_SHAPES[0]
-    assert remeasured.kernel(REFERENCE, shape, FLOAT32).provenance.date == LATER
+    assert remeasured.kernel(REFERENCE, shape, FLOAT32).provenance.date == LATER[1]
     shown = remeasured.end_to_end(SHOWN, HEADLINE_TOKENS, FLOAT32)
     assert shown == original.end_to_end(SHOWN, HEADLINE_TOKENS, FLOAT32)
     earlier = remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, shown.provenance)
     assert earlier == original.end_to_end(NAIVE, HEADLINE_TOKENS, FLOAT32)
-    assert remeasured.end_to_end(NAIVE, HEADLINE_TOKENS, FLOAT32).provenance.date == LATER
+    assert remeasured.end_to_end(NAIVE, HEADLINE_TOKENS, FLOAT32).provenance.date == LATER[1]
     alone = remeasured.end_to_end(ALONE, HEADLINE_TOKENS, FLOAT32)
-    assert alone.provenance.date == LAST
+    assert alone.provenance.date == LAST[1]
     assert remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, alone.provenance) is None
     assert remeasured.end_to_end_ratio(alone, NAIVE) is None
 
@@ -149,3 +151,15 @@ def test_a_plot_divides_a_drawn_row_by_the_other_rows_of_its_run(remeasured, ori
     fig = precision_cost(remeasured)
     notes = [t.get_text() for ax in fig.axes for t in ax.texts if NOT_IN_ONE_RUN in t.get_text()]
     assert notes and all(note.startswith(f"{REFERENCE}: ") for note in notes)
+
+
+def test_a_resumed_sweep_is_one_run(remeasured):
+    """A sweep stopped by a time limit and resumed at the same commit stamps its second part
+    with a later date: its rows still pair with the first part's (tables.run_of)."""
+    alone = remeasured.end_to_end(ALONE, HEADLINE_TOKENS, FLOAT32)
+    reference = remeasured.end_to_end(NAIVE, HEADLINE_TOKENS, FLOAT32)  # the LATER run's
+    resumed = dataclasses.replace(alone.provenance, commit=reference.provenance.commit,
+                                  date="2026-01-04T00:00:00Z")
+    assert resumed != reference.provenance
+    assert remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, resumed) == reference
+    assert remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, alone.provenance) is None
