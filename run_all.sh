@@ -59,6 +59,18 @@ if ! command -v "$PYTHON" >/dev/null; then
   exit 2
 fi
 
+# Every row names the commit it was measured at (backends/environment.py: git's HEAD, with
+# '-dirty' when the tree differs from it, STUDY_COMMIT if set). A copy of the tree whose .git
+# is older than the files (a GPU machine that was sent the files, not the history) would
+# name the wrong commit: say so before anything is measured.
+if [[ $plots_only -eq 0 ]]; then
+  commit=$("$PYTHON" -c 'from backends.environment import git_commit; print(git_commit())' 2>/dev/null || true)
+  if [[ "$commit" == *-dirty ]]; then
+    echo "run_all.sh: the tree differs from commit ${commit%-dirty}, so its rows will name $commit;" \
+         "if this copy's .git is stale, stop and rerun with STUDY_COMMIT=<the commit this tree is>" >&2
+  fi
+fi
+
 # 1. A GPU first, before anything is installed (unless only the plots are redrawn).
 if [[ $plots_only -eq 0 ]]; then
   # Prints why there is no GPU (empty when torch sees one); "no torch" when torch does not import.
