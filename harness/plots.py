@@ -380,10 +380,8 @@ def _half_note(r: GpuResults, shown: Sequence[Track]) -> str:
     notes = []
     for track in shown:
         for other in track.dtypes[1:]:
-            gaps = [abs(b.us_device_median / a.us_device_median - 1) for a in r.kernels
-                    if a.dtype == track.dtype and a.shape in HEADLINE_SHAPES and a.us_device_median
-                    and (b := r.kernel_in_run(a.backend, a.shape, other, a.provenance)) is not None
-                    and b.us_device_median]
+            gaps = [abs(1 / ratio - 1) for a in r.kernels if a.dtype == track.dtype and a.shape in HEADLINE_SHAPES
+                    and (ratio := r.kernel_time_ratio(a, a.backend, other))]
             if gaps:
                 notes.append(f"{other} is not drawn: at {' and '.join(s.label() for s in HEADLINE_SHAPES)} every "
                              f"backend's {other} time is within {100 * max(gaps):.0f}% of its {track.dtype} time of "
@@ -408,10 +406,12 @@ def progression(r: GpuResults) -> Figure | None:
     uncaptured = any(isinstance(x, KernelRow) and not x.us_device_median or isinstance(x, E2ERow)
                      and not x.seconds_gpu_median for t in shown for v in t.versions for _, s in measures
                      if (x := value(t, v, s)) is not None)
+    # Versions this GPU has no row of (added after its last sweep): their columns stay empty.
+    unmeasured = [v for t in shown for v in t.versions if not any(value(t, v, s) for _, s in measures)]
     room = _end_label_room(registry.baseline_names())
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",
-                   notes=[_progression_note(shown, uncaptured),
+                   notes=[_progression_note(shown, uncaptured) + _not_measured_note(unmeasured),
                           f"Dashed horizontal lines: the baselines measured in the row's dtype; black: the dtype's "
                           f"kernel reference ({refs}).", _half_note(r, shown)],
                    source=r.provenance_line(), cols=len(measures), rows=[3.0] * len(shown), panel_w=4.0, left=0.9,
@@ -423,6 +423,12 @@ def progression(r: GpuResults) -> Figure | None:
             _style_axes(ax, f"{track.title}: {title}")
             ax.set_ylabel("device time per call (µs)" if shape else "GPU time (s)", fontsize=AXIS_PT)
     return frame.fig
+
+
+def _not_measured_note(versions: Sequence[str]) -> str:
+    """' Not measured on this GPU: v19, v20.' for versions whose columns stay empty (added after
+    the GPU's last sweep); '' when there are none."""
+    return f" Not measured on this GPU: {name_ranges(versions)}." if versions else ""
 
 
 def _parent_notes(shown: Sequence[Track]) -> str:
@@ -754,12 +760,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
 def same_run_ratios(r: GpuResults, slow: tuple[str, str], fast: tuple[str, str], B: int) -> dict[int, float]:
     """T -> the device time of `slow` (backend, dtype) at batch B, its row drawn, over `fast`'s
     row of the same run; lengths where that run has no device time of `fast` are left out."""
-    ratios = {}
-    for row in r.kernel_series(*slow, B):
-        other = r.kernel_in_run(fast[0], row.shape, fast[1], row.provenance)
-        if other is not None and other.us_device_median:
-            ratios[row.T] = row.us_device_median / other.us_device_median  # type: ignore[operator]
-    return ratios
+    return {row.T: ratio for row in r.kernel_series(*slow, B) if (ratio := r.kernel_time_ratio(row, *fast))}
 
 
 def _ratio_panel(ax: Axes, pairs: Sequence[tuple[dict[int, float], str, object]]) -> None:
@@ -788,9 +789,8 @@ def _cost_summary(r: GpuResults, full: tuple[str, str], half: tuple[str, str]) -
     """'On this GPU float32 (v18) takes 1.4× (B=1 T=512) to 5.0× (B=8 T=4096) the time of
     bfloat16 (sdpa-cudnn), for a 2,800× smaller error against float64.': each float32 row shown
     over the bfloat16 row of its run; where its run has none, a sentence saying so."""
-    ratios = [(s, a.us_device_median / b.us_device_median) for s in HEADLINE_SHAPES
-              if (a := r.kernel(full[0], s, full[1])) and (b := r.kernel_in_run(half[0], s, half[1], a.provenance))
-              and a.us_device_median and b.us_device_median]
+    ratios = [(s, ratio) for s in HEADLINE_SHAPES
+              if (a := r.kernel(full[0], s, full[1])) and (ratio := r.kernel_time_ratio(a, *half))]
     if not ratios:
         return (f"On this GPU, the run that measured {full[1]} ({full[0]}) at "
                 f"{' and '.join(s.label() for s in HEADLINE_SHAPES)} has no {half[1]} ({half[0]}) time: their ratio "
@@ -826,10 +826,12 @@ def headline(r: GpuResults) -> Figure | None:
     labels = [s.label() for s in HEADLINE_SHAPES] + [f"{registry.kernel_reference(t.dtype)}" for t in shown]
     room = _end_label_room(labels, AXIS_PT)
     widths = [max(1.6, 0.22 * len(t.versions) + 0.4) for t in shown]
+    unmeasured = [v for t in shown for v in t.versions if not any(r.kernel(v, s, t.dtype) for s in HEADLINE_SHAPES)]
     frame = _frame(title=f"Each step's kernel time over PyTorch's fastest kernel of the same precision — {r.gpu}",
                    notes=[f"Device time per call (median of CUDA-graph replays) over that of the dtype's kernel "
                           f"reference in the same run, H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below "
-                          f"1: faster than PyTorch. A line joins each version to its parent{_parent_notes(shown)}."],
+                          f"1: faster than PyTorch. A line joins each version to its parent{_parent_notes(shown)}."
+                          + _not_measured_note(unmeasured)],
                    source=r.provenance_line(), cols=len(shown), rows=[2.9], panel_w=widths, left=0.8, right=room,
                    wspace=0.75 + room, bottom=0.55)
     for ax, track in zip(frame.axes[0], shown):

@@ -183,6 +183,14 @@ class GpuResults:
         latest or not; None if that run has none."""
         return self._e2e_runs.get((backend, dtype, tokens, run_of(provenance)))
 
+    def kernel_time_ratio(self, row: KernelRow, other: str, dtype: str) -> float | None:
+        """`row`'s device time over `other`'s in `dtype` at the same shape, measured in the same
+        run; None where either has no device time (`other`: none from that run)."""
+        ref = self.kernel_in_run(other, row.shape, dtype, row.provenance)
+        if not row.us_device_median or ref is None or not ref.us_device_median:
+            return None
+        return row.us_device_median / ref.us_device_median
+
     def end_to_end_ratio(self, row: E2ERow, reference: str) -> float | None:
         """`row`'s GPU time over `reference`'s at the same length and dtype, measured in the same
         run; None where either has no GPU time (the reference: none from that run)."""

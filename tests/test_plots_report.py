@@ -405,3 +405,15 @@ def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch):
     gpus = load_all(RESULTS)
     written = plot_all(gpus, tmp_path)
     assert set(written) == {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
+
+
+def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path):
+    """A version added after a GPU's last sweep leaves an empty column in the headline and
+    progression figures: their footers say which versions, and say nothing when all were measured."""
+    last = FULL_TRACK.versions[-1]
+    unmeasured = load_all(subset(tmp_path, lambda _, row: row.get("backend") != last))[0]
+    complete = load_all(RESULTS)[0]
+    for name in (HEADLINE_FIGURE, "progression.png"):
+        footer = " ".join(t.get_text() for t in FIGURES[name](unmeasured).texts)
+        assert f"Not measured on this GPU: {last}." in footer, (name, footer)
+        assert "Not measured on this GPU" not in " ".join(t.get_text() for t in FIGURES[name](complete).texts), name
