@@ -42,6 +42,12 @@ PROBE_LIMITS = H100
 
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
+# ptxas's remark that it made every wgmma wait for the previous one (C7510-C7515: a reason
+# such as "insufficient register resources for the wgmma pipeline"): the kernel still
+# computes the right thing, at a fraction of the tensor cores' rate.
+_SERIALIZED = re.compile(r"\((C75\d\d)\) Potential Performance Loss: wgmma\.mma_async instructions are "
+                         r"serialized due to (.+?) in the function '([^']+)'")
+_ENTRY = re.compile(r"^\s*'([^']+)'")
 _STACK_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _ARCH = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _PROBE_OUTPUT = re.compile(r"grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) smem (\d+)")
@@ -57,6 +63,7 @@ class KernelResources:
     stack_bytes: int
     spill_store_bytes: int
     spill_load_bytes: int
+    wgmma_serialized: str = ""  # ptxas's code and reason where it serialised the wgmma, else ""
 
 
 @dataclass(frozen=True)
@@ -145,17 +152,26 @@ def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) 
                    f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags,
                    *version.glue_defines],
                   f"nvcc for {version.name} ({arch})")
-    # Each kernel's own report follows its "Compiling entry function" line. A file may hold
-    # more than one kernel (version 17's merge kernel); the main one is the one using the
-    # most registers, and it is the one reported.
+    return parse_ptxas_report(version.name, arch, output)
+
+
+def parse_ptxas_report(name: str, arch: str, output: str) -> KernelResources:
+    """The main kernel's resources from `nvcc -Xptxas -v` output. Each kernel's own report
+    follows its "Compiling entry function" line. A file may hold more than one kernel
+    (version 17's merge kernel); the main one is the one using the most registers, and it is
+    the one reported. ptxas's remarks that it serialised a kernel's wgmma name the kernel
+    and may come before its report."""
+    serialized = {m[3]: f"{m[1]}: {m[2]}" for m in _SERIALIZED.finditer(output)}
     reports = []
     for part in output.split("Compiling entry function")[1:]:
         registers, stack, smem = _REGISTERS.search(part), _STACK_SPILLS.search(part), _SMEM.search(part)
+        entry = _ENTRY.match(part)
         if registers and stack:
-            reports.append(KernelResources(version.name, arch, int(registers[1]), int(smem[1]) if smem else 0,
-                                           int(stack[1]), int(stack[2]), int(stack[3])))
+            reports.append(KernelResources(name, arch, int(registers[1]), int(smem[1]) if smem else 0,
+                                           int(stack[1]), int(stack[2]), int(stack[3]),
+                                           serialized.get(entry[1], "") if entry else ""))
     if not reports:
-        raise CompileError(f"could not read ptxas's report for {version.name} ({arch}):\n{output}")
+        raise CompileError(f"could not read ptxas's report for {name} ({arch}):\n{output}")
     return max(reports, key=lambda r: r.registers)
 
 
@@ -255,8 +271,10 @@ def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probes
 
 
 def compile_failed(r: KernelResources | str) -> bool:
-    """An architecture whose compilation failed (a skip for an older GPU is not a failure)."""
-    return isinstance(r, str) and not r.startswith("skipped")
+    """An architecture whose compilation failed (a skip for an older GPU is not a failure), or
+    whose wgmma ptxas serialised: a version of the study is never built that way."""
+    return (isinstance(r, str) and not r.startswith("skipped")) or (
+        isinstance(r, KernelResources) and bool(r.wgmma_serialized))
 
 
 def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[str], probes: Probes | None,
@@ -267,7 +285,7 @@ def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[
 
 
 RESOURCES_HEADER = (f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} "
-                    f"{'spills (st/ld)':>15s}")
+                    f"{'spills (st/ld)':>15s}  wgmma")
 
 
 def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
@@ -275,8 +293,9 @@ def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
     error the one asked (`arch`)."""
     if isinstance(r, str):
         return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
+    wgmma = f"SERIALISED by ptxas ({r.wgmma_serialized})" if r.wgmma_serialized else "-"
     return (f"{name:8s} {r.arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
-            f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}")
+            f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}  {wgmma}")
 
 
 def _format_launch(report: VersionReport) -> str:

@@ -181,7 +181,7 @@ def built_arch(capability: tuple[int, int]) -> str:
 
 def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool:
     """nvcc's resources for `arch` (the compile check's table, which names the architecture each
-    version is compiled for); False if one does not compile."""
+    version is compiled for); False if one does not compile or ptxas serialised its wgmma."""
     nvcc = find_nvcc()
     if nvcc is None:
         log("compile report skipped: nvcc not found")

@@ -18,8 +18,10 @@ from harness.compile_check import (
     LaunchConfig,
     check_version,
     Probes,
+    compile_failed,
     compile_version,
     format_resources,
+    parse_ptxas_report,
     probe_launch,
     skip_reason,
 )
@@ -123,3 +125,38 @@ def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhe
     skipped = report.resources["sm_75"]
     assert isinstance(skipped, str) and skipped.startswith("skipped: needs compute capability 9.0 exactly (v99 ")
     assert skipped.endswith(": sm_90a code runs on no other GPU); sm_75 is 7.5"), skipped
+
+
+# nvcc 13.0's `-Xptxas -v` report for a file of two kernels, the first of which had its wgmma
+# serialised (experiments/h03_1's first form, 2026-11-25); mangled names shortened.
+_SERIALISED_REPORT = """\
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 6188 by compiler to allow use of registers in GMMA in function '_Z6attendv'
+ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to insufficient register resources for the wgmma pipeline in the function '_Z6attendv'
+ptxas info    : Compiling entry function '_Z5mergev' for 'sm_90a'
+ptxas info    : Function properties for _Z5mergev
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 63 registers, used 0 barriers
+ptxas info    : Compiling entry function '_Z6attendv' for 'sm_90a'
+ptxas info    : Function properties for _Z6attendv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 3 barriers
+"""
+
+
+def test_a_kernel_whose_wgmma_ptxas_serialised_is_reported_and_fails_the_check():
+    """ptxas still builds such a kernel (no spills, no error), and it computes the right thing
+    at a fraction of the tensor cores' rate: h03_1's first form ran 22% slower than its parent
+    with every HGMMA followed by a wait, and the resources table said nothing."""
+    resources = parse_ptxas_report("h03a", "sm_90a", _SERIALISED_REPORT)
+    assert resources.registers == 168, resources  # the main kernel, the one the remark names
+    assert resources.wgmma_serialized == "C7511: insufficient register resources for the wgmma pipeline", resources
+    assert "SERIALISED by ptxas (C7511" in format_resources("h03a", "sm_90a", resources)
+    assert compile_failed(resources)
+
+
+def test_a_remark_about_another_kernel_is_not_pinned_on_the_main_one():
+    report = _SERIALISED_REPORT.replace("in the function '_Z6attendv'", "in the function '_Z5mergev'")
+    resources = parse_ptxas_report("h03a", "sm_90a", report)
+    assert resources.registers == 168 and resources.wgmma_serialized == "", resources
+    assert not compile_failed(resources)
+    assert format_resources("h03a", "sm_90a", resources).endswith("  -")
