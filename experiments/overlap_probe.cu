@@ -20,6 +20,8 @@
 //   FMA:       16 independent chains x <- x a + b per thread (one FFMA each).
 // overlap = (alone_tensor + alone_other - both) / min(alone_tensor, alone_other):
 // 1 when the shorter part hides entirely under the longer, 0 when they add up.
+// A second kernel (queue_probe, below) asks how many wgmma a warpgroup can issue before an
+// issue waits for the tensor cores.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -159,6 +161,44 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (result == 12345.0f) sink[blockIdx.x] = result;  // keeps the work; never true in practice
 }
 
+// How far ahead of the tensor cores can one warpgroup issue? It issues kQueueGroups groups
+// of 4 wgmma m64n128k16 (about 256 cycles of tensor work each) back to back, with no wait
+// between them, and thread 0 reads the SM's clock after each commit. If an issue returned at
+// once, the readings would be a few cycles apart; where they are about 256 apart, each issue
+// waited for the tensor cores to take it.
+constexpr int kQueueGroups = 12;
+__global__ void __launch_bounds__(128, 1) queue_probe(long long* clocks) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + (kAtomBytes - base % kAtomBytes) % kAtomBytes;
+  __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(smem);
+  for (int x = threadIdx.x; x < (kATileBytes + kBTileBytes) / 2; x += 128)
+    tile[x] = __float2bfloat16(static_cast<float>((x * 7) % 13 - 6) / 64.0f);
+  __syncthreads();
+  const uint32_t a_smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t b_smem = a_smem + kATileBytes;
+  float d[64] = {};
+  long long at[kQueueGroups + 1];
+  at[0] = clock64();
+#pragma unroll
+  for (int group = 0; group < kQueueGroups; ++group) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
+    wgmma_commit();
+    at[group + 1] = clock64();
+  }
+  wgmma_wait_all();
+  const long long done = clock64();
+  float sum = 0.0f;
+  for (float x : d) sum += x;
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    for (int g = 0; g <= kQueueGroups; ++g) clocks[g] = at[g] - at[0];
+    clocks[kQueueGroups + 1] = done - at[0];
+    clocks[kQueueGroups + 2] = static_cast<long long>(sum);  // keeps the products
+  }
+}
+
 float time_ms(unsigned parts, int sms, int tensor_groups, int other_steps, float* sink) {
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
@@ -213,6 +253,20 @@ int main() {
     std::printf("%-18s tensor alone %.3f (%.0f TFLOP/s), other alone %.3f, both %.3f: overlap %.2f\n", p.name,
                 t, tflops, o, both, (t + o - both) / std::min(t, o));
   }
+  // The queue: one block of one warpgroup per SM, every SM busy; block 0's clock readings.
+  long long* clocks = nullptr;
+  CHECK(cudaMalloc(&clocks, sizeof(long long) * (kQueueGroups + 3)));
+  CHECK(cudaFuncSetAttribute(queue_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  for (int rep = 0; rep < 2; ++rep) queue_probe<<<sms, 128, kSmemBytes>>>(clocks);  // the second is read
+  CHECK(cudaGetLastError());
+  std::vector<long long> host(kQueueGroups + 3);
+  CHECK(cudaMemcpy(host.data(), clocks, sizeof(long long) * host.size(), cudaMemcpyDeviceToHost));
+  std::printf("issue of %d back-to-back groups of 4 wgmma m64n128k16 (cycles from the first issue to"
+              " the return of each commit): ",
+              kQueueGroups);
+  for (int g = 1; g <= kQueueGroups; ++g) std::printf("%lld ", host[g]);
+  std::printf("; all complete at %lld\n", host[kQueueGroups + 1]);
+  CHECK(cudaFree(clocks));
   CHECK(cudaFree(sink));
   return 0;
 }
