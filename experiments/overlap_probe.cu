@@ -63,14 +63,13 @@ enum Part : unsigned { kTensorSS = 1, kTensorRS = 2, kMufu = 4, kFma = 8 };
 #define PROBE_D64                                                                               \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define PROBE_OPERANDS_8(d, o)                                                                  \
+#define PROBE_OPERANDS_8(d, o)                                                                    \
   "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), \
       "+f"(d[o + 6]), "+f"(d[o + 7])
-#define PROBE_OPERANDS_32(d)                                                   \
-  PROBE_OPERANDS_8(d, 0), PROBE_OPERANDS_8(d, 8), PROBE_OPERANDS_8(d, 16), \
-      PROBE_OPERANDS_8(d, 24)
-#define PROBE_OPERANDS_64(d)                                                        \
-  PROBE_OPERANDS_8(d, 0), PROBE_OPERANDS_8(d, 8), PROBE_OPERANDS_8(d, 16),      \
+#define PROBE_OPERANDS_32(d) \
+  PROBE_OPERANDS_8(d, 0), PROBE_OPERANDS_8(d, 8), PROBE_OPERANDS_8(d, 16), PROBE_OPERANDS_8(d, 24)
+#define PROBE_OPERANDS_64(d)                                                     \
+  PROBE_OPERANDS_8(d, 0), PROBE_OPERANDS_8(d, 8), PROBE_OPERANDS_8(d, 16),       \
       PROBE_OPERANDS_8(d, 24), PROBE_OPERANDS_8(d, 32), PROBE_OPERANDS_8(d, 40), \
       PROBE_OPERANDS_8(d, 48), PROBE_OPERANDS_8(d, 56)
 
@@ -92,8 +91,12 @@ __device__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc
 }
 __device__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-__device__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ void wgmma_wait_one() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+__device__ void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
 
 // A shared-memory descriptor (128-byte swizzle, atoms of 1,024 bytes).
 __device__ uint64_t descriptor(uint32_t start) {
@@ -122,7 +125,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int group = 0; group < tensor_groups; ++group) {
         wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < 4; ++k) wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
+        for (int k = 0; k < 4; ++k)
+          wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
         wgmma_commit();
         wgmma_wait_one();  // at most one group in flight behind this one
       }
@@ -130,7 +134,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (float x : d) result += x;
     } else {
       float d[32] = {};
-      const uint32_t a[4] = {0x3f803f80u ^ (threadIdx.x & 7u), 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};  // about 1.0 in bf16
+      const uint32_t a[4] = {0x3f803f80u ^ (threadIdx.x & 7u), 0x3f803f80u, 0x3f803f80u,
+                             0x3f803f80u};  // about 1.0 in bf16
       for (int group = 0; group < tensor_groups; ++group) {
         wgmma_fence();
 #pragma unroll
@@ -149,11 +154,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (parts & kMufu) {
       for (int step = 0; step < other_steps; ++step)
 #pragma unroll
-        for (int c = 0; c < kChains; ++c) asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(x[c]) : "f"(-x[c]));
+        for (int c = 0; c < kChains; ++c)
+          asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(x[c]) : "f"(-x[c]));
     } else {
       for (int step = 0; step < other_steps; ++step)
 #pragma unroll
-        for (int c = 0; c < kChains; ++c) asm volatile("fma.rn.f32 %0, %0, %1, %2;\n" : "+f"(x[c]) : "f"(0.999f), "f"(1e-3f));
+        for (int c = 0; c < kChains; ++c)
+          asm volatile("fma.rn.f32 %0, %0, %1, %2;\n" : "+f"(x[c]) : "f"(0.999f), "f"(1e-3f));
     }
 #pragma unroll
     for (int c = 0; c < kChains; ++c) result += x[c];
@@ -184,7 +191,8 @@ __global__ void __launch_bounds__(128, 1) queue_probe(long long* clocks) {
   for (int group = 0; group < kQueueGroups; ++group) {
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
+    for (int k = 0; k < 4; ++k)
+      wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
     wgmma_commit();
     at[group + 1] = clock64();
   }
@@ -232,7 +240,8 @@ int main() {
   CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   float* sink = nullptr;
   CHECK(cudaMalloc(&sink, sizeof(float) * sms));
-  std::printf("%s, %d SMs; one block of two warpgroups per SM; median of 5 launches, ms\n", prop.name, sms);
+  std::printf("%s, %d SMs; one block of two warpgroups per SM; median of 5 launches, ms\n",
+              prop.name, sms);
   // Sizes that make each part alone take about the same time: a group of 4 m64n128k16 is
   // 1.05 MFLOP (about 256 cycles at 4,096 FLOP per cycle), and 16 exponentials per thread of
   // one warpgroup 2,048 (128 cycles at 16 per cycle); RS groups of 8 m64n64k16, the same FLOP.
@@ -250,20 +259,23 @@ int main() {
     const float o = time_ms(p.other, sms, groups, p.other_steps, sink);
     const float both = time_ms(p.tensor | p.other, sms, groups, p.other_steps, sink);
     const double tflops = 2.0 * 64 * 128 * 64 * groups * sms / (t * 1e-3) / 1e12;
-    std::printf("%-18s tensor alone %.3f (%.0f TFLOP/s), other alone %.3f, both %.3f: overlap %.2f\n", p.name,
-                t, tflops, o, both, (t + o - both) / std::min(t, o));
+    std::printf(
+        "%-18s tensor alone %.3f (%.0f TFLOP/s), other alone %.3f, both %.3f: overlap %.2f\n",
+        p.name, t, tflops, o, both, (t + o - both) / std::min(t, o));
   }
   // The queue: one block of one warpgroup per SM, every SM busy; block 0's clock readings.
   long long* clocks = nullptr;
   CHECK(cudaMalloc(&clocks, sizeof(long long) * (kQueueGroups + 3)));
   CHECK(cudaFuncSetAttribute(queue_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  for (int rep = 0; rep < 2; ++rep) queue_probe<<<sms, 128, kSmemBytes>>>(clocks);  // the second is read
+  for (int rep = 0; rep < 2; ++rep)
+    queue_probe<<<sms, 128, kSmemBytes>>>(clocks);  // the second is read
   CHECK(cudaGetLastError());
   std::vector<long long> host(kQueueGroups + 3);
   CHECK(cudaMemcpy(host.data(), clocks, sizeof(long long) * host.size(), cudaMemcpyDeviceToHost));
-  std::printf("issue of %d back-to-back groups of 4 wgmma m64n128k16 (cycles from the first issue to"
-              " the return of each commit): ",
-              kQueueGroups);
+  std::printf(
+      "issue of %d back-to-back groups of 4 wgmma m64n128k16 (cycles from the first issue to"
+      " the return of each commit): ",
+      kQueueGroups);
   for (int g = 1; g <= kQueueGroups; ++g) std::printf("%lld ", host[g]);
   std::printf("; all complete at %lld\n", host[kQueueGroups + 1]);
   CHECK(cudaFree(clocks));
