@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "inputs) and the reference of the ratios sdpa-cudnn; every variant's version and every "
                         "--against backend must take it")
     p.add_argument("--compile-only", action="store_true",
-                   help="only nvcc's registers, shared memory and spills (no GPU needed)")
+                   help="only nvcc's registers, shared memory, spills and serialised wgmma (no GPU needed)")
     p.add_argument("--arch", default="sm_90", help="with --compile-only: the architecture (default: sm_90)")
     p.set_defaults(func=cmd_try)
 

@@ -1,5 +1,6 @@
 """Compile each version's kernel file with nvcc alone (no GPU, no torch) and report
-registers, shared memory, stack and spill bytes from ptxas, and the launch
+registers, shared memory, stack and spill bytes from ptxas (and its remark when it
+serialised a kernel's wgmma, which fails the check), and the launch
 configuration its launcher chooses (grid, block, dynamic shared memory) at a stated
 shape on a stated GPU, printed by a small host probe linked with the kernel file. The
 probe also prints the kernel file's input requirements, which must agree with the
