@@ -23,7 +23,7 @@ from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.bench_e2e import LOGITS_FACTOR
 from harness.files import write_atomically
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE
-from harness.results import E2ERow, KernelRow
+from harness.results import E2ERow, KernelRow, Provenance
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, Shape
 from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, kernel_ratio, name_ranges, registry_row,
                             tracks)
@@ -476,19 +476,29 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
             return kernel_ratio(row)
         return r.end_to_end_ratio(row, reference) if row else None
 
-    # (label, what it is in a sentence, the row of a backend in a dtype, format)
-    measures: list[tuple[str, str, Callable[[str, str], KernelRow | E2ERow | None], str]] = [
-        (f"kernel device µs, {s.label()}", f"the {s.label()} kernel", lambda b, d, s=s: r.kernel(b, s, d), "{:.1f}")
-        for s in VERSION_NOTE_SHAPES]
+    # (label, what it is in a sentence, the latest row of a backend in a dtype, its row in the
+    # run of a provenance, format)
+    measures: list[tuple[str, str, Callable[[str, str], KernelRow | E2ERow | None],
+                         Callable[[str, str, Provenance], KernelRow | E2ERow | None], str]] = [
+        (f"kernel device µs, {s.label()}", f"the {s.label()} kernel", lambda b, d, s=s: r.kernel(b, s, d),
+         lambda b, d, p, s=s: r.kernel_in_run(b, s, d, p), "{:.1f}") for s in VERSION_NOTE_SHAPES]
     measures.append((f"{HEADLINE_TOKENS}-token generation, GPU s", f"the {HEADLINE_TOKENS}-token generation",
-                     lambda b, d: r.end_to_end(b, HEADLINE_TOKENS, d), "{:.3f}"))
-    rows, unpaired = [], []
-    for label, what, get, fmt in measures:
-        before, after = value(get(parent, parent_dtype)), get(version.name, dtype)
-        rows.append([label, _num(before, fmt), _num(value(after), fmt), _change(before, value(after)),
+                     lambda b, d: r.end_to_end(b, HEADLINE_TOKENS, d),
+                     lambda b, d, p: r.end_to_end_in_run(b, HEADLINE_TOKENS, d, p), "{:.3f}"))
+    rows, unpaired, unchanged = [], [], []
+    for label, what, get, get_in_run, fmt in measures:
+        after = get(version.name, dtype)
+        # The parent as the version's run measured it, so that the change compares one run;
+        # where that run did not measure the parent, its latest row, and no change.
+        same_run_parent = get_in_run(parent, parent_dtype, after.provenance) if after else None
+        before = value(same_run_parent or get(parent, parent_dtype))
+        change = _change(value(same_run_parent), value(after)) if same_run_parent else DASH
+        rows.append([label, _num(before, fmt), _num(value(after), fmt), change,
                      _num(ratio(after), "{:.2f}"), *(_num(value(get(version.name, d)), fmt) for d in others)])
         if value(after) is not None and ratio(after) is None:
             unpaired.append(what)
+        if value(after) is not None and before is not None and same_run_parent is None:
+            unchanged.append(what)
     mixed = parent_dtype != dtype
     header = ["measure", f"`{parent}`" + (f" ({parent_dtype})" if mixed else ""),
               f"`{version.name}`" + (f" ({dtype})" if mixed or others else ""), "change",
@@ -505,6 +515,9 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
         intro += f"; {same_run}"
     missing = (f"\n\n`{version.name}` / `{reference}` is {DASH} for {_and(unpaired)}: `{reference}` has no time "
                f"measured in the run that measured `{version.name}`'s." if unpaired else "")
+    if unchanged:
+        missing += (f"\n\nThe change is {DASH} for {_and(unchanged)}: the run that measured `{version.name}`'s "
+                    f"did not measure `{parent}`, whose column shows its latest row.")
     return intro + ":\n\n" + _table(header, rows) + missing
 
 

@@ -163,3 +163,23 @@ def test_a_resumed_sweep_is_one_run(remeasured):
     assert resumed != reference.provenance
     assert remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, resumed) == reference
     assert remeasured.end_to_end_in_run(NAIVE, HEADLINE_TOKENS, FLOAT32, alone.provenance) is None
+
+
+def test_a_version_note_compares_with_its_parent_only_within_one_run(remeasured, original):
+    """SHOWN and its parent were measured in the fixtures' run: a change. ALONE was measured
+    again in the last run, which did not measure its parent SHOWN: the parent's column shows
+    its latest time, and the change is a dash (it was ALONE's last time over SHOWN's, two runs)."""
+    parent = registry.get(SHOWN).parent
+    text = version_section(remeasured, registry.get(SHOWN))
+    for shape in VERSION_NOTE_SHAPES:
+        before = original.kernel(parent, shape, FLOAT32).us_device_median
+        after = original.kernel(SHOWN, shape, FLOAT32).us_device_median
+        assert _cells(text, f"kernel device µs, {shape.label()}")[3] == f"{100 * (after - before) / before:+.1f}%"
+    assert "The change is" not in text
+    text = version_section(remeasured, registry.get(ALONE))
+    assert registry.get(ALONE).parent == SHOWN
+    for shape in VERSION_NOTE_SHAPES:
+        cells = _cells(text, f"kernel device µs, {shape.label()}")
+        assert cells[1] == f"{remeasured.kernel(SHOWN, shape, FLOAT32).us_device_median:.1f}" and cells[3] == DASH
+    assert (f"The change is {DASH} for the {VERSION_NOTE_SHAPES[0].label()} kernel" in text
+            and f"the run that measured `{ALONE}`'s did not measure `{SHOWN}`" in text)
