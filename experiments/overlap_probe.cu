@@ -173,7 +173,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // between them, and thread 0 reads the SM's clock after each commit. If an issue returned at
 // once, the readings would be a few cycles apart; where they are about 256 apart, each issue
 // waited for the tensor cores to take it.
+// With kRegisterA, each group is 8 wgmma m64n64k16 with A from registers (P V's form, the
+// same work as 4 m64n128k16): does the queue count instructions or work?
 constexpr int kQueueGroups = 12;
+template <bool kRegisterA>
 __global__ void __launch_bounds__(128, 1) queue_probe(long long* clocks) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -185,14 +188,22 @@ __global__ void __launch_bounds__(128, 1) queue_probe(long long* clocks) {
   const uint32_t a_smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t b_smem = a_smem + kATileBytes;
   float d[64] = {};
+  float d32[32] = {};
+  const uint32_t a_regs[4] = {0x3f803f80u ^ (threadIdx.x & 7u), 0x3f803f80u, 0x3f803f80u,
+                              0x3f803f80u};
   long long at[kQueueGroups + 1];
   at[0] = clock64();
 #pragma unroll
   for (int group = 0; group < kQueueGroups; ++group) {
     wgmma_fence();
+    if constexpr (kRegisterA) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
+      for (int k = 0; k < 8; ++k) wgmma_rs(d32, a_regs, descriptor(b_smem + 2 * kAtomBytes * k));
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        wgmma_ss(d, descriptor(a_smem + 32 * k), descriptor(b_smem + 32 * k));
+    }
     wgmma_commit();
     at[group + 1] = clock64();
   }
@@ -200,6 +211,7 @@ __global__ void __launch_bounds__(128, 1) queue_probe(long long* clocks) {
   const long long done = clock64();
   float sum = 0.0f;
   for (float x : d) sum += x;
+  for (float x : d32) sum += x;
   if (threadIdx.x == 0 && blockIdx.x == 0) {
     for (int g = 0; g <= kQueueGroups; ++g) clocks[g] = at[g] - at[0];
     clocks[kQueueGroups + 1] = done - at[0];
@@ -266,18 +278,22 @@ int main() {
   // The queue: one block of one warpgroup per SM, every SM busy; block 0's clock readings.
   long long* clocks = nullptr;
   CHECK(cudaMalloc(&clocks, sizeof(long long) * (kQueueGroups + 3)));
-  CHECK(cudaFuncSetAttribute(queue_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  for (int rep = 0; rep < 2; ++rep)
-    queue_probe<<<sms, 128, kSmemBytes>>>(clocks);  // the second is read
-  CHECK(cudaGetLastError());
-  std::vector<long long> host(kQueueGroups + 3);
-  CHECK(cudaMemcpy(host.data(), clocks, sizeof(long long) * host.size(), cudaMemcpyDeviceToHost));
-  std::printf(
-      "issue of %d back-to-back groups of 4 wgmma m64n128k16 (cycles from the first issue to"
-      " the return of each commit): ",
-      kQueueGroups);
-  for (int g = 1; g <= kQueueGroups; ++g) std::printf("%lld ", host[g]);
-  std::printf("; all complete at %lld\n", host[kQueueGroups + 1]);
+  const auto queue = [&](auto kernel, const char* what) {
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    for (int rep = 0; rep < 2; ++rep)
+      kernel<<<sms, 128, kSmemBytes>>>(clocks);  // the second is read
+    CHECK(cudaGetLastError());
+    std::vector<long long> host(kQueueGroups + 3);
+    CHECK(cudaMemcpy(host.data(), clocks, sizeof(long long) * host.size(), cudaMemcpyDeviceToHost));
+    std::printf(
+        "issue of %d back-to-back groups of %s (cycles from the first issue to the return of"
+        " each commit): ",
+        kQueueGroups, what);
+    for (int g = 1; g <= kQueueGroups; ++g) std::printf("%lld ", host[g]);
+    std::printf("; all complete at %lld\n", host[kQueueGroups + 1]);
+  };
+  queue(queue_probe<false>, "4 wgmma m64n128k16, A from shared memory");
+  queue(queue_probe<true>, "8 wgmma m64n64k16, A from registers");
   CHECK(cudaFree(clocks));
   CHECK(cudaFree(sink));
   return 0;
