@@ -64,10 +64,11 @@ fi
 # is older than the files (a GPU machine that was sent the files, not the history) would
 # name the wrong commit: say so before anything is measured.
 if [[ $plots_only -eq 0 ]]; then
-  commit=$("$PYTHON" -c 'from backends.environment import git_commit; print(git_commit())' 2>/dev/null || true)
-  if [[ "$commit" == *-dirty ]]; then
-    echo "run_all.sh: the tree differs from commit ${commit%-dirty}, so its rows will name $commit;" \
-         "if this copy's .git is stale, stop and rerun with STUDY_COMMIT=<the commit this tree is>" >&2
+  warning=$("$PYTHON" -c '
+from backends.environment import git_commit, stale_commit_warning
+print(stale_commit_warning(git_commit()) or "")' 2>/dev/null || true)
+  if [[ -n "$warning" ]]; then
+    echo "run_all.sh: $warning" >&2
   fi
 fi
 

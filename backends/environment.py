@@ -67,6 +67,16 @@ def git_commit() -> str:
         return "unknown"
 
 
+def stale_commit_warning(commit: str) -> str | None:
+    """What to say before measuring when the rows would name `commit` (git_commit()) with
+    '-dirty': a copy of the tree whose .git is older than its files (a GPU machine sent the
+    files, not the history) names the wrong commit; STUDY_COMMIT names the right one."""
+    if not commit.endswith("-dirty"):
+        return None
+    return (f"the tree differs from commit {commit.removesuffix('-dirty')}, so what is measured will name {commit}; "
+            f"if this copy's .git is stale, stop and rerun with STUDY_COMMIT=<the commit this tree is>")
+
+
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)

@@ -27,7 +27,7 @@ from typing import Sequence, TextIO
 import torch
 
 from backends import precision, registry
-from backends.environment import collect
+from backends.environment import Provenance, collect, stale_commit_warning
 from backends.extension import ARCH_LIST_VARIABLE, Arch, find_nvcc, parse_arch_list
 from backends.registry import Backend, CudaVersion
 from gpt2.model import AttentionFn
@@ -194,14 +194,22 @@ def compile_report(versions: Sequence[CudaVersion], arch: str, log: Log) -> bool
     return not any(compile_failed(report.resources[arch]) for report in reports)
 
 
+def header(provenance: Provenance, dtype: str) -> list[str]:
+    """The log's first lines: when, on what, at which commit, and a warning when the commit
+    names a tree that differs from it (a stale .git on a GPU machine: STUDY_COMMIT)."""
+    lines = [f"# python -m harness try, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+             f"# {provenance.gpu}, driver {provenance.driver}, CUDA {provenance.cuda}, torch {provenance.torch}, "
+             f"commit {provenance.commit}; {dtype}"]
+    warning = stale_commit_warning(provenance.commit)
+    return lines + ([f"# warning: {warning}"] if warning else [])
+
+
 def run(variants: Sequence[CudaVersion], against: Sequence[Backend], shapes: Sequence[Shape], *, rounds: int,
         device: torch.device, log: Log, dtype: str = precision.FLOAT32) -> int:
     """Compile report, build, check, time, in `dtype`. Exit status 1 if anything failed to
     build or check."""
-    provenance = collect(device)
-    log(f"# python -m harness try, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    log(f"# {provenance.gpu}, driver {provenance.driver}, CUDA {provenance.cuda}, torch {provenance.torch}, "
-        f"commit {provenance.commit}; {dtype}")
+    for line in header(collect(device), dtype):
+        log(line)
     for variant in variants:
         log(f"# {variant.name} = {variant.description}")
     versions = [b for b in against if isinstance(b, CudaVersion)] + list(variants)

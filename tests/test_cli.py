@@ -500,3 +500,14 @@ def test_try_and_call_refuse_without_a_gpu_saying_what_works(capsys, monkeypatch
     harness(["try", "--compile-only", "--arch", "sm9", variant], capsys, "cannot read the architecture")
     harness(["call", "v16"], capsys, "needs a GPU")
     harness(["call", "v16", "--T", "0"], capsys, "must be at least 1")
+
+
+@pytest.mark.parametrize("commit, warned", [("0123456789ab-dirty", True), ("0123456789ab", False)])
+def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned):
+    """A GPU machine sent the files but an old .git names the wrong commit with '-dirty';
+    run_all.sh says so (and how to name the right one) before its GPU check, as `try` does
+    in its log (backends.environment.stale_commit_warning)."""
+    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable, "STUDY_COMMIT": commit})
+    said = f"run_all.sh: the tree differs from commit 0123456789ab, so what is measured will name {commit}"
+    assert (said in proc.stderr) == warned, proc.stderr
+    assert ("STUDY_COMMIT=<the commit this tree is>" in proc.stderr) == warned, proc.stderr

@@ -20,7 +20,8 @@ from harness import variants
 from harness.compile_check import compiled_arch
 from harness.reference import bounds_for, compare, random_qkv, reference_attention
 from harness.study import Shape
-from harness.try_variants import Case, Log, built_arch, check, time_table
+from backends.environment import Provenance
+from harness.try_variants import Case, Log, built_arch, check, header, time_table
 from harness.variants import VariantError, VariantSpec, materialize, parse_spec, patched_source
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"
@@ -237,3 +238,15 @@ def test_try_reports_resources_for_the_architecture_the_builds_target(monkeypatc
     else:
         monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", listed)
     assert built_arch((9, 0)) == expected
+
+
+def test_the_log_warns_when_its_commit_names_a_tree_that_differs_from_it():
+    """`try` on a GPU machine whose .git is older than the files it was sent logs a '-dirty'
+    commit; its header says so and how to name the right one."""
+    clean = Provenance(gpu="NVIDIA H100 80GB HBM3", driver="580.159.04", cuda="13.0", torch="2.11.0+cu130",
+                       commit="0123456789ab", date="2026-11-25T10:00:00Z")
+    lines = header(clean, "float32")
+    assert len(lines) == 2 and "commit 0123456789ab; float32" in lines[1]
+    dirty = dataclasses.replace(clean, commit="0123456789ab-dirty")
+    warning = header(dirty, "float32")[-1]
+    assert warning.startswith("# warning: the tree differs from commit 0123456789ab") and "STUDY_COMMIT=" in warning
