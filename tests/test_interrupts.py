@@ -225,7 +225,8 @@ SLOW_BUILD = textwrap.dedent("""
         baton = FileBaton(os.path.join(build_directory, "lock"))
         assert baton.try_acquire()
         try:
-            print("building", name, flush=True)
+            sys.stdout.write(f"building {{name}}\\n")  # one write: two workers print at once
+            sys.stdout.flush()
             time.sleep(60)
         finally:
             baton.release()
