@@ -27,9 +27,16 @@ class Provenance:
     commit: str
     date: str
 
+    def setup(self) -> "Provenance":
+        """The run a row belongs to: its GPU, driver, CUDA, torch and commit, whatever its date.
+        A sweep stopped by a time limit and resumed stamps the rows of each part with that
+        part's start; both parts are one run (the kernel benchmark takes a resumed run's
+        reference from the part that measured it, and the tables pair rows the same way)."""
+        return dataclasses.replace(self, date="")
+
     def same_setup(self, other: "Provenance") -> bool:
         """Measured on the same GPU model, driver, CUDA, torch and commit (any date)."""
-        return dataclasses.replace(self, date="") == dataclasses.replace(other, date="")
+        return self.setup() == other.setup()
 
     @property
     def slug(self) -> str:

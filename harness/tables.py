@@ -4,7 +4,6 @@ backends' times divides by: the other backend's row of the same run), and the st
 tracks as the registry defines them."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,14 +103,6 @@ def name_ranges(names: Iterable[str]) -> str:
                      for p in parts)
 
 
-def run_of(provenance: Provenance) -> Provenance:
-    """The run a row belongs to: its GPU, driver, CUDA, torch and commit, whatever its date. A
-    sweep stopped by a time limit and resumed stamps the rows of each part with that part's
-    start (and may run on another card of the same model); the kernel benchmark already takes
-    a resumed run's reference from the part that measured it, so the tables do the same."""
-    return dataclasses.replace(provenance, date="")
-
-
 def kernel_ratio(row: KernelRow) -> float | None:
     """The row's device time over its dtype's kernel reference's at its shape, as the benchmark
     stored it (the reference measured in the same run); None where it has none, or where it was
@@ -139,9 +130,9 @@ class GpuResults:
 
     def __post_init__(self) -> None:
         # The latest rows last: where one run wrote a key twice, the row shown is the one found.
-        self._kernel_runs = {(r.backend, r.dtype, r.shape, run_of(r.provenance)): r
+        self._kernel_runs = {(r.backend, r.dtype, r.shape, r.provenance.setup()): r
                              for r in [*self.measured_kernels, *self.kernels]}
-        self._e2e_runs = {(r.backend, r.dtype, r.tokens, run_of(r.provenance)): r
+        self._e2e_runs = {(r.backend, r.dtype, r.tokens, r.provenance.setup()): r
                           for r in [*self.measured_e2e, *self.e2e]}
 
     @property
@@ -160,9 +151,9 @@ class GpuResults:
                     None)
 
     def kernel_in_run(self, backend: str, shape: Shape, dtype: str, provenance: Provenance) -> KernelRow | None:
-        """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (run_of),
+        """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (Provenance.setup),
         latest or not; None if that run has none."""
-        return self._kernel_runs.get((backend, dtype, shape, run_of(provenance)))
+        return self._kernel_runs.get((backend, dtype, shape, provenance.setup()))
 
     def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
         return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
@@ -179,9 +170,9 @@ class GpuResults:
         return next((r for r in self.e2e if r.backend == backend and r.tokens == tokens and r.dtype == dtype), None)
 
     def end_to_end_in_run(self, backend: str, tokens: int, dtype: str, provenance: Provenance) -> E2ERow | None:
-        """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (run_of),
+        """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (Provenance.setup),
         latest or not; None if that run has none."""
-        return self._e2e_runs.get((backend, dtype, tokens, run_of(provenance)))
+        return self._e2e_runs.get((backend, dtype, tokens, provenance.setup()))
 
     def kernel_time_ratio(self, row: KernelRow, other: str, dtype: str) -> float | None:
         """`row`'s device time over `other`'s in `dtype` at the same shape, measured in the same

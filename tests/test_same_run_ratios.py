@@ -24,7 +24,7 @@ REFERENCE = registry.kernel_reference(FLOAT32)  # of the kernels, and of the hea
 NAIVE = registry.TOKENS_REFERENCE  # of the end-to-end tables
 SHOWN = "v10"  # measured in the fixtures' run only
 ALONE = "v11"  # measured again in the last run, without any reference
-# Two later sweeps, each at a commit of its own (a run is a setup and a commit; tables.run_of).
+# Two later sweeps, each at a commit of its own (a run is a setup and a commit; Provenance.setup).
 LATER, LAST = ("later0000000", "2026-01-02T00:00:00Z"), ("last00000000", "2026-01-03T00:00:00Z")
 
 
@@ -155,7 +155,7 @@ def test_a_plot_divides_a_drawn_row_by_the_other_rows_of_its_run(remeasured, ori
 
 def test_a_resumed_sweep_is_one_run(remeasured):
     """A sweep stopped by a time limit and resumed at the same commit stamps its second part
-    with a later date: its rows still pair with the first part's (tables.run_of)."""
+    with a later date: its rows still pair with the first part's (Provenance.setup)."""
     alone = remeasured.end_to_end(ALONE, HEADLINE_TOKENS, FLOAT32)
     reference = remeasured.end_to_end(NAIVE, HEADLINE_TOKENS, FLOAT32)  # the LATER run's
     resumed = dataclasses.replace(alone.provenance, commit=reference.provenance.commit,
