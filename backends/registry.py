@@ -442,6 +442,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(9, "dependent_launch", "h08 with the merge kernel launched as a programmatic dependent: its "
              "blocks wait on the device instead of behind a launch gap", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(10, "work_queue", "h09 on a persistent grid whose blocks draw their next work item from an atomic "
+             "counter: h06's overlapped item starts with the hardware's greedy balance", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
