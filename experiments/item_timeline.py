@@ -59,6 +59,28 @@ def summarise(path: Path) -> None:
         q = statistics.quantiles(gaps, n=10)
         print(f"  next item's start - this item's last products, cycles: median {statistics.median(gaps):,.0f}, "
               f"10% {q[0]:,.0f}, 90% {q[-1]:,.0f}")
+    # The global timer places the items of all blocks: each block's clock is mapped to ns
+    # through its first and last starts.
+    spans = []
+    for items in by_block.values():
+        first, last = items[0], items[-1]
+        ns_per_cycle = ((last[4] - first[4]) / (last[3] - first[3])) if last[3] > first[3] else None
+        for (_, k, n, c0, ns0, _, c2) in items:
+            spans.append((ns0, ns0 + (c2 - c0) * (ns_per_cycle or 1 / 1.755), k, n))
+    t0, t1 = min(a for a, *_ in spans), max(b for _, b, *_ in spans)
+    window = []
+    for frac in (0.1, 0.3, 0.5, 0.7, 0.9):
+        t = t0 + frac * (t1 - t0)
+        ks = [k for a, b, k, _ in spans if a <= t < b]
+        window.append(f"{len(ks)} items spanning {max(ks) - min(ks) + 1 if ks else 0}")
+    print(f"  in flight at 10/30/50/70/90% of the run: {'; '.join(window)}")
+    quarters = []
+    for lo in (0.0, 0.25, 0.5, 0.75):
+        per_tile = [(b - a) / n for a, b, _, n in spans
+                    if n >= 8 and lo <= (a - t0) / (t1 - t0) < lo + 0.25]
+        quarters.append(f"{statistics.median(per_tile) / 1000:.2f}" if per_tile else "-")
+    print(f"  µs per tile of items of 8 or more tiles, by the quarter of the run they start in: "
+          f"{' / '.join(quarters)}")
     for n in sorted(set(tiles)):
         ds = [d for d, m in zip(durations, tiles) if m == n]
         print(f"    {n:3d} tiles: {len(ds):5d} items, median {statistics.median(ds):9,.0f} cycles, "

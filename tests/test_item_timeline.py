@@ -1,0 +1,49 @@
+"""experiments/item_timeline.py, which h10's notes quote: it reads only the last launch of a
+file and recovers a known per-item cost from synthetic timeline lines."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent.parent / "experiments" / "item_timeline.py"
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    spec = importlib.util.spec_from_file_location("item_timeline", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic(fixed: int, per_tile: int, first_launch_per_tile: int) -> str:
+    """Two launches of 4 blocks x 3 items; only the second has the given cost."""
+    lines = []
+    for cost in (first_launch_per_tile, per_tile):
+        k = 0
+        for block in range(4):
+            clock = 1_000
+            for q, n in enumerate((8, 4, 2)):
+                duration = fixed + cost * n
+                lines.append(f"TL {k} {block} {q} {n} {clock} {clock // 2} {clock + duration - 5} "
+                             f"{clock + duration}")
+                clock += duration - 300  # the next item starts 300 cycles before this one ends
+                k += 1
+    return "\n".join(lines) + "\n"
+
+
+def test_recovers_the_last_launchs_cost(timeline, tmp_path, capsys):
+    path = tmp_path / "t.txt"
+    path.write_text("build output\n" + synthetic(fixed=3_000, per_tile=2_700, first_launch_per_tile=9_999))
+    assert timeline.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "12 items on 4 blocks" in out
+    assert "item cycles = 3,000 + 2,700 x tiles" in out, out
+    assert "median -300" in out, out
+
+
+def test_a_file_without_timeline_lines_says_so(timeline, tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("no timeline here\n")
+    with pytest.raises(SystemExit, match="no 'TL' lines"):
+        timeline.main([str(path)])
