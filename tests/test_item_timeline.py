@@ -1,19 +1,13 @@
 """experiments/item_timeline.py, which h10's notes quote: it reads only the last launch of a
 file and recovers a known per-item cost from synthetic timeline lines."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "experiments" / "item_timeline.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def timeline():
-    spec = importlib.util.spec_from_file_location("item_timeline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/item_timeline.py")
 
 
 def synthetic(fixed: int, per_tile: int, first_launch_per_tile: int) -> str:

@@ -1,19 +1,13 @@
 """experiments/persistent_schedule.py, the model h06's and h07's notes cite: its work items
 are the kernels' (counts from h04's plan), and it reproduces the notes' tables."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "experiments" / "persistent_schedule.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def schedule():
-    spec = importlib.util.spec_from_file_location("persistent_schedule", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/persistent_schedule.py")
 
 
 @pytest.mark.parametrize("batch,T,items,tiles", [(1, 512, 60, 108), (1, 4096, 264, 4608), (8, 4096, 2112, 36864)])

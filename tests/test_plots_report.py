@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import filecmp
-import importlib.util
 import os
 import struct
 import re
@@ -23,6 +22,7 @@ from harness.results import ResultsFileError
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
 from harness.tables import load, load_all, name_ranges, tracks
+from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "results"
@@ -69,9 +69,7 @@ def f32_results(tmp_path_factory) -> Path:
 def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
     """The committed fixtures are what make_fixtures.py writes today."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)  # thousands of rows; durability is not tested here
-    spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("tests/fixtures/make_fixtures.py")
     for path in module.write(tmp_path):
         committed = RESULTS / path.relative_to(tmp_path)
         assert filecmp.cmp(path, committed, shallow=False), f"{committed} is stale: run {FIXTURES}/make_fixtures.py"

@@ -1,25 +1,14 @@
 """experiments/split_once_model.py, the arithmetic issue 19's first step rests on: it
 reproduces version 18's notes (cycles per tile, the bound at B=8, T=4096) and counts the
 causal tiles and loads of each row-block size."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "experiments" / "split_once_model.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def model():
-    spec = importlib.util.spec_from_file_location("split_once_model", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
+    return load_script("experiments/split_once_model.py")
 
 
 def test_tile_counts(model):
