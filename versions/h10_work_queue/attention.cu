@@ -15,7 +15,11 @@
 // - the producer tells the consumers which item comes next through shared memory, beside a
 //   second Q buffer: the next item's Q and first K/V tiles load while the consumers finish
 //   this item, and the turns go on round the consumers from one item to the next;
-// - a negative item number ends the block.
+// - a negative item number ends the block;
+// - the consumers read the item number through a shuffle from lane 0. Read straight from
+//   shared memory, ptxas could not tell it was the same in every lane, kept all that is
+//   decoded from it in per-thread registers, and put a WARPSYNC.COLLECTIVE before the
+//   wgmma: every tile ran 15% slower (the notes' first form).
 //
 // Everything else is h09's: the tiles, the turns, the softmax, the merge and its launch.
 #include "../common/attention_launch.h"
@@ -618,7 +622,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   for (int q = 0;; ++q) {
     const int qb = q % kQBuffers;
     barrier_wait(&q_landed[qb], (q / kQBuffers) % 2);
-    const int k = item_of[qb];
+    // Read through a shuffle from lane 0, so that the compiler knows the item (and all that
+    // is decoded from it: stages, descriptors, loop bounds) is the same in every lane.
+    const int k = __shfl_sync(0xffffffffu, item_of[qb], 0);
     if (k < 0) break;
     WorkItem item;
     decode(k, heads, row_blocks, group_heads, tiles_per_split, max_splits, T_c, &item);
