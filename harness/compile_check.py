@@ -1,6 +1,7 @@
 """Compile each version's kernel file with nvcc alone (no GPU, no torch) and report
 registers, shared memory, stack and spill bytes from ptxas (and its remark when it
-serialised a kernel's wgmma, which fails the check), and the launch
+serialised a kernel's wgmma, which fails the check), the WARPSYNC.COLLECTIVE instructions
+in its SASS where cuobjdump is found (a count, not a failure), and the launch
 configuration its launcher chooses (grid, block, dynamic shared memory) at a stated
 shape on a stated GPU, printed by a small host probe linked with the kernel file. The
 probe also prints the kernel file's input requirements, which must agree with the
@@ -10,8 +11,10 @@ the architecture actually compiled."""
 from __future__ import annotations
 
 import concurrent.futures as futures
+import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -65,6 +68,12 @@ class KernelResources:
     spill_store_bytes: int
     spill_load_bytes: int
     wgmma_serialized: str = ""  # ptxas's code and reason where it serialised the wgmma, else ""
+    entry: str = ""  # the kernel's mangled name, as ptxas and cuobjdump print it
+    # WARPSYNC.COLLECTIVE instructions in the kernel's SASS (None: no cuobjdump here). ptxas
+    # puts one before a warp-collective instruction (a wgmma) whose operands it cannot prove
+    # the same in every lane: h10's first form had 40 and ran every tile 15% slower; the
+    # versions of the study have 0-2.
+    warp_syncs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,27 @@ def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) 
                    f"-I{COMMON_DIR}", "-Xptxas", "-v", *BASE_CUDA_FLAGS, *version.build_flags,
                    *version.glue_defines],
                   f"nvcc for {version.name} ({arch})")
-    return parse_ptxas_report(version.name, arch, output)
+    resources = parse_ptxas_report(version.name, arch, output)
+    cuobjdump = find_cuobjdump(nvcc)
+    if cuobjdump is None or not resources.entry:
+        return resources
+    sass = _run([cuobjdump, "-sass", str(obj)], f"cuobjdump for {version.name} ({arch})")
+    return dataclasses.replace(resources, warp_syncs=count_warp_syncs(sass, resources.entry))
+
+
+def find_cuobjdump(nvcc: Path) -> str | None:
+    """cuobjdump beside nvcc, else on PATH, else None (the count is then left out)."""
+    beside = nvcc.parent / "cuobjdump"
+    return str(beside) if beside.exists() else shutil.which("cuobjdump")
+
+
+def count_warp_syncs(sass: str, entry: str) -> int | None:
+    """WARPSYNC.COLLECTIVE instructions in the function `entry` of `cuobjdump -sass` output
+    (None if the function is not there)."""
+    for function in sass.split("Function : ")[1:]:
+        if function.split(None, 1)[0] == entry:
+            return function.count("WARPSYNC.COLLECTIVE")
+    return None
 
 
 def parse_ptxas_report(name: str, arch: str, output: str) -> KernelResources:
@@ -170,7 +199,8 @@ def parse_ptxas_report(name: str, arch: str, output: str) -> KernelResources:
         if registers and stack:
             reports.append(KernelResources(name, arch, int(registers[1]), int(smem[1]) if smem else 0,
                                            int(stack[1]), int(stack[2]), int(stack[3]),
-                                           serialized.get(entry[1], "") if entry else ""))
+                                           serialized.get(entry[1], "") if entry else "",
+                                           entry[1] if entry else ""))
     if not reports:
         raise CompileError(f"could not read ptxas's report for {name} ({arch}):\n{output}")
     return max(reports, key=lambda r: r.registers)
@@ -286,7 +316,7 @@ def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[
 
 
 RESOURCES_HEADER = (f"{'version':8s} {'arch':6s} {'registers':>9s} {'static smem':>11s} {'stack':>6s} "
-                    f"{'spills (st/ld)':>15s}  wgmma")
+                    f"{'spills (st/ld)':>15s} {'warp syncs':>10s}  wgmma")
 
 
 def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
@@ -295,8 +325,9 @@ def format_resources(name: str, arch: str, r: KernelResources | str) -> str:
     if isinstance(r, str):
         return f"{name:8s} {arch:6s} {r.splitlines()[0]}"
     wgmma = f"SERIALISED by ptxas ({r.wgmma_serialized})" if r.wgmma_serialized else "-"
+    syncs = "?" if r.warp_syncs is None else str(r.warp_syncs)
     return (f"{name:8s} {r.arch:6s} {r.registers:9d} {r.static_smem_bytes:11d} {r.stack_bytes:6d} "
-            f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d}  {wgmma}")
+            f"{r.spill_store_bytes:>7d}/{r.spill_load_bytes:<7d} {syncs:>10s}  {wgmma}")
 
 
 def _format_launch(report: VersionReport) -> str:

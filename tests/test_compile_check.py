@@ -20,6 +20,7 @@ from harness.compile_check import (
     Probes,
     compile_failed,
     compile_version,
+    count_warp_syncs,
     format_resources,
     parse_ptxas_report,
     probe_launch,
@@ -160,3 +161,41 @@ def test_a_remark_about_another_kernel_is_not_pinned_on_the_main_one():
     assert resources.registers == 168 and resources.wgmma_serialized == "", resources
     assert not compile_failed(resources)
     assert format_resources("h03a", "sm_90a", resources).endswith("  -")
+
+
+# cuobjdump -sass of a file with two kernels, abridged: the count is the named kernel's only.
+_SASS = """\
+\tcode for sm_90a
+\t\tFunction : _Z5mergev
+\t.headerflags\t@"EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0010*/                   WARPSYNC.COLLECTIVE R2, `(.L_x_1) ;
+\t\t..........
+
+\t\tFunction : _Z6attendv
+\t.headerflags\t@"EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0460*/                   WARPSYNC.COLLECTIVE R4, `(.L_x_7) ;
+        /*0470*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT ;
+        /*0480*/                   WARPSYNC.COLLECTIVE R4, `(.L_x_8) ;
+        /*0490*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+\t\t..........
+"""
+
+
+def test_warp_syncs_are_counted_in_the_main_kernel_only():
+    assert count_warp_syncs(_SASS, "_Z6attendv") == 2
+    assert count_warp_syncs(_SASS, "_Z5mergev") == 1
+    assert count_warp_syncs(_SASS, "_Z4nonev") is None
+
+
+def test_the_main_kernels_name_is_kept_for_the_sass():
+    resources = parse_ptxas_report("h03a", "sm_90a", _SERIALISED_REPORT)
+    assert resources.entry == "_Z6attendv", resources
+    assert resources.warp_syncs is None  # filled in by compile_version where cuobjdump exists
+
+
+def test_the_resources_row_shows_the_warp_syncs_or_a_question_mark():
+    resources = KernelResources("h10", "sm_90a", 128, 0, 0, 0, 0, warp_syncs=40)
+    assert format_resources("h10", "sm_90a", resources).split()[-2:] == ["40", "-"]
+    unknown = dataclasses.replace(resources, warp_syncs=None)
+    assert format_resources("h10", "sm_90a", unknown).split()[-2:] == ["?", "-"]
+    assert not compile_failed(resources), "a count is a diagnostic, not a failure"
