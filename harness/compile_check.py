@@ -71,8 +71,8 @@ class KernelResources:
     entry: str = ""  # the kernel's mangled name, as ptxas and cuobjdump print it
     # WARPSYNC.COLLECTIVE instructions in the kernel's SASS (None: no cuobjdump here). ptxas
     # puts one before a warp-collective instruction (a wgmma) whose operands it cannot prove
-    # the same in every lane: h10's first form had 40 and ran every tile 15% slower; the
-    # versions of the study have 0-2.
+    # the same in every lane: h10's first form had 24 and ran every tile 15% slower; the
+    # versions of the study have none.
     warp_syncs: int | None = None
 
 
