@@ -19,13 +19,27 @@ from pathlib import Path
 from typing import Sequence
 
 
+FIELDS = 8  # k, block, q, n, clock_start, ns_start, clock_wg1_done, clock_wg2_done
+# Cycles per ns where a block ran one item and its clock cannot be mapped to the global
+# timer: an H100's clock under this load (1.76-1.79 GHz in the timelines).
+FALLBACK_GHZ = 1.77
+
+
 def read_last_launch(path: Path) -> list[tuple[int, ...]]:
-    rows = [tuple(int(x) for x in line.split()[1:]) for line in path.read_text().splitlines()
-            if line.startswith("TL ")]
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.startswith("TL "):
+            continue
+        fields = line.split()[1:]
+        if len(fields) != FIELDS or not all(f.lstrip("-").isdigit() for f in fields):
+            raise SystemExit(f"{path}:{number}: expected 'TL' and {FIELDS} integers, got {line!r}")
+        rows.append(tuple(int(f) for f in fields))
     if not rows:
         raise SystemExit(f"{path}: no 'TL' lines (was the timeline patch applied?)")
     # Item numbers restart at 0 with each launch.
     starts = [i for i, r in enumerate(rows) if r[0] == 0]
+    if not starts:
+        raise SystemExit(f"{path}: no line for item 0, so no launch starts here (is the file cut?)")
     return rows[starts[-1]:]
 
 
@@ -34,7 +48,7 @@ def summarise(path: Path) -> None:
     by_block: dict[int, list[tuple[int, ...]]] = {}
     for k, block, q, n, c0, ns0, c1, c2 in rows:
         by_block.setdefault(block, []).append((q, k, n, c0, ns0, c1, c2))
-    durations, tiles, gaps, busy, first_start, last_end = [], [], [], [], [], []
+    durations, tiles, gaps, busy, last_end = [], [], [], [], []
     for items in by_block.values():
         items.sort()
         busy.append(sum(c2 - c0 for _, _, _, c0, _, _, c2 in items))
@@ -43,19 +57,22 @@ def summarise(path: Path) -> None:
             tiles.append(n)
         for prev, nxt in zip(items, items[1:]):
             gaps.append(nxt[3] - prev[6])  # next start - this item's last products; < 0: overlap
-        first_start.append(items[0][3])
         last_end.append(items[-1][6] - items[0][3])  # the block's span from its first start
-    mean_n = statistics.fmean(tiles)
-    mean_d = statistics.fmean(durations)
-    slope = (sum((n - mean_n) * (d - mean_d) for n, d in zip(tiles, durations))
-             / sum((n - mean_n) ** 2 for n in tiles))
     print(f"== {path.name}: {len(rows)} items on {len(by_block)} blocks")
-    print(f"  item cycles = {mean_d - slope * mean_n:,.0f} + {slope:,.0f} x tiles "
-          f"(least squares over the items; {len(set(tiles))} distinct tile counts)")
+    if len(set(tiles)) > 1:
+        mean_n = statistics.fmean(tiles)
+        mean_d = statistics.fmean(durations)
+        slope = (sum((n - mean_n) * (d - mean_d) for n, d in zip(tiles, durations))
+                 / sum((n - mean_n) ** 2 for n in tiles))
+        print(f"  item cycles = {mean_d - slope * mean_n:,.0f} + {slope:,.0f} x tiles "
+              f"(least squares over the items; {len(set(tiles))} distinct tile counts)")
+    else:
+        print(f"  item cycles: every item has {tiles[0]} tiles, so no fit (median "
+              f"{statistics.median(durations):,.0f})")
     print(f"  cycles per block from its first item's start to its last item's products: "
           f"mean {statistics.fmean(last_end):,.0f}, max {max(last_end):,.0f}")
     print(f"  sum of item durations per block (overlaps count twice): mean {statistics.fmean(busy):,.0f}")
-    if gaps:
+    if len(gaps) >= 2:
         q = statistics.quantiles(gaps, n=10)
         print(f"  next item's start - this item's last products, cycles: median {statistics.median(gaps):,.0f}, "
               f"10% {q[0]:,.0f}, 90% {q[-1]:,.0f}")
@@ -66,7 +83,7 @@ def summarise(path: Path) -> None:
         first, last = items[0], items[-1]
         ns_per_cycle = ((last[4] - first[4]) / (last[3] - first[3])) if last[3] > first[3] else None
         for (_, k, n, c0, ns0, _, c2) in items:
-            spans.append((ns0, ns0 + (c2 - c0) * (ns_per_cycle or 1 / 1.755), k, n))
+            spans.append((ns0, ns0 + (c2 - c0) * (ns_per_cycle or 1 / FALLBACK_GHZ), k, n))
     t0, t1 = min(a for a, *_ in spans), max(b for _, b, *_ in spans)
     window = []
     for frac in (0.1, 0.3, 0.5, 0.7, 0.9):

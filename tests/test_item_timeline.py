@@ -41,3 +41,22 @@ def test_a_file_without_timeline_lines_says_so(timeline, tmp_path):
     path.write_text("no timeline here\n")
     with pytest.raises(SystemExit, match="no 'TL' lines"):
         timeline.main([str(path)])
+
+
+@pytest.mark.parametrize("text,message", [
+    ("TL 0 1 2\n", "expected 'TL' and 8 integers"),
+    ("TL 0 0 0 2 10 5 x 20\n", "expected 'TL' and 8 integers"),
+    ("TL 3 0 0 2 10 5 15 20\n", "no line for item 0"),
+])
+def test_malformed_timelines_say_what_is_wrong(timeline, tmp_path, text, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(SystemExit, match=message):
+        timeline.main([str(path)])
+
+
+def test_one_item_of_one_size_is_summarised_without_a_fit(timeline, tmp_path, capsys):
+    path = tmp_path / "one.txt"
+    path.write_text("TL 0 0 0 4 1000 500 4900 5000\n")
+    assert timeline.main([str(path)]) == 0
+    assert "every item has 4 tiles, so no fit (median 4,000)" in capsys.readouterr().out
