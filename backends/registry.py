@@ -445,6 +445,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(10, "work_queue", "h09 on a persistent grid whose blocks draw their next work item from an atomic "
              "counter: h06's overlapped item starts with the hardware's greedy balance", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(11, "boundary_turn", "h10 with an item's last P V issued in the next item's first turn, beside "
+             "its S: n turns per item of n tiles, none with one product alone", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
