@@ -445,8 +445,11 @@ BACKENDS: tuple[Backend, ...] = (
     _version(10, "work_queue", "h09 on a persistent grid whose blocks draw their next work item from an atomic "
              "counter: h06's overlapped item starts with the hardware's greedy balance", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
-    _version(11, "boundary_turn", "h10 with an item's last P V issued in the next item's first turn, beside "
-             "its S: n turns per item of n tiles, none with one product alone", dtypes=precision.HALF,
+    _version(11, "one_wave_splits", "h10 with its keys split one tile longer where that fits every work item "
+             "in one wave (B=1, T=1024: 120 items of up to 4 tiles instead of 144 of 3)", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(12, "diagonal_halves", "h11 with the diagonal tile's softmax specialised by the half its rows lie "
+             "in: the masked half's scores skipped, one compare for the triangle", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 

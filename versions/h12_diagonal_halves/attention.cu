@@ -1,17 +1,17 @@
-// Half-precision version 11: half-precision version 10 with no turn that issues one product
-// alone.
+// Half-precision version 12: half-precision version 11 with the diagonal tile's softmax
+// specialised by halves.
 //
-// h04-h10 give each consumer warpgroup n + 1 turns at the tensor cores per work item of n key
-// tiles: the first issues S_0 alone, the middle ones S_t beside P_{t-1} V_{t-1}, the last the
-// last P V alone. Each of those two lone turns waits a whole round of the other warpgroups'
-// turns for half a turn's work, and h10's timeline puts the fixed cost of an item at about
-// 1.2 tiles. Here a warpgroup issues the last P V of an item in the next item's first turn,
-// beside that item's S_0: n turns per item. Its O waits in the registers through the next
-// item's first softmax, and is written once that product completes; the last item's last
-// P V takes one more turn at the end of the block.
+// A warpgroup's 64 rows start at column 0 or 64 of its diagonal key tile (192 i + 64 w is a
+// multiple of 64). Up to h11 that tile took the generic masked softmax: for each of the 64
+// scores of a lane, two compares with the row and T, a select, then the maximum, the
+// exponential and the sum, whether or not the score was visible. Here the half the rows lie
+// in is a template argument: with the rows at column 0, columns 64-127 are right of every
+// row, and their scores cost nothing (P = 0: no exponential, no maximum, no sum), while
+// columns 0-63 take one compare and a select each; with the rows at 64, columns 0-63 are all
+// visible and only 64-127 are compared. The generic mask is left for the tile holding T's
+// end where T is not a multiple of B_c.
 //
-// Everything else is h10's: the persistent grid and its work counter, the tiles, the
-// softmax, the merge and its launch.
+// Everything else is h11's.
 #include "../common/attention_launch.h"
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached at run time)
@@ -118,7 +118,16 @@ SplitPlan plan_splits(const HalfArgs& a, const DeviceLimits& limits) {
   for (int i = 0; i < T_r; ++i) work += tiles_of_row_block(i, T_c);
   const int longest = tiles_of_row_block(T_r - 1, T_c);
   // At least 2, so that a row block's first split reaches its first warpgroup's diagonal.
-  const int64_t L = std::max<int64_t>((heads * work + slots - 1) / slots, 2);
+  int64_t L = std::max<int64_t>((heads * work + slots - 1) / slots, 2);
+  // Splits of that length can make more items than SMs (B=1, T=1024: 144 items of up to 3
+  // tiles on 132 SMs), and the last ones then run behind the first on the SMs that finish
+  // first. One more tile per split is the better trade where it fits every item in one wave.
+  const auto items_at = [&](int64_t length) {
+    int64_t per_head = 0;
+    for (int i = 0; i < T_r; ++i) per_head += (tiles_of_row_block(i, T_c) + length - 1) / length;
+    return heads * per_head;
+  };
+  if (L < longest && items_at(L) > slots && items_at(L + 1) <= slots) ++L;
   if (L >= longest) return {T_r, T_c, longest, 1};
   return {T_r, T_c, static_cast<int>(L), ceil_div(longest, static_cast<int>(L))};
 }
@@ -365,11 +374,28 @@ __device__ __forceinline__ float tree(float (&part)[kParts], Op op) {
 
 // The online softmax for this lane's two rows (h01's, with the reductions as trees): rows g
 // and g + 8 of the warp, absolute rows row_g and row_g + 8, of the tile starting at column
-// col0; masks if the tile crosses the diagonal or T's end (kMasked), turns s into
+// col0; masks as kMask says (below), turns s into
 // P_ij = 2^(c s - c m_new) in place, updates m and this lane's part of l; alpha gets each
 // row's 2^(c m_old - c m_new). Element e of slice n sits in row g + 8 (e / 2), column
 // 8n + 2t + e % 2; partial x of a row collects slices n with (2n + e % 2) % kParts == x.
-template <bool kMasked>
+//
+// Which entries a tile masks. A warpgroup's 64 rows start at column 0 or 64 of its diagonal
+// tile (192 i + 64 w is a multiple of 64), so that tile is known half by half at compile
+// time: with the rows at 0 (kDiagonalLow) columns 64-127 lie right of every row and cost
+// nothing (P = 0, no exponential, no maximum), columns 0-63 are a triangle; with the rows at
+// 64 (kDiagonalHigh) columns 0-63 are visible and 64-127 a triangle. kEdge masks by column
+// and by T, for the tile holding T's end when T is not a multiple of B_c.
+enum Mask { kNone, kEdge, kDiagonalLow, kDiagonalHigh };
+template <Mask kMask>
+__device__ __forceinline__ bool slice_masked(int n) {  // every entry of slice n is masked
+  return kMask == kDiagonalLow && n >= kSlicesS / 2;
+}
+template <Mask kMask>
+__device__ __forceinline__ bool slice_triangle(int n) {  // slice n crosses the diagonal
+  return (kMask == kDiagonalLow && n < kSlicesS / 2) ||
+         (kMask == kDiagonalHigh && n >= kSlicesS / 2);
+}
+template <Mask kMask>
 __device__ void softmax_rows(float (&s)[kSlicesS][4],
                              int row_g,
                              int col0,
@@ -388,10 +414,14 @@ __device__ void softmax_rows(float (&s)[kSlicesS][4],
   for (int n = 0; n < kSlicesS; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (kMasked) {
+      if (slice_masked<kMask>(n)) continue;
+      if (kMask == kEdge) {
         const int row = row_g + 8 * (e / 2), col = col0 + kMmaN * n + 2 * t + e % 2;
         if (!(col <= row && col < T)) s[n][e] = -INFINITY;
       }
+      // Column 8n + e % 2 + (col0 + 2t) against the row: one compare with a constant.
+      if (slice_triangle<kMask>(n) && kMmaN * n + e % 2 > row_g + 8 * (e / 2) - col0 - 2 * t)
+        s[n][e] = -INFINITY;
       float& p = part[e / 2][(2 * n + e % 2) % kParts];
       p = fmaxf(p, s[n][e]);
     }
@@ -414,6 +444,10 @@ __device__ void softmax_rows(float (&s)[kSlicesS][4],
   for (int n = 0; n < kSlicesS; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
+      if (slice_masked<kMask>(n)) {
+        s[n][e] = 0.0f;
+        continue;
+      }
       s[n][e] = exp2f(fmaf(c, s[n][e], neg_cm[e / 2]));  // 2^-inf = 0 for masked entries
       part[e / 2][(2 * n + e % 2) % kParts] += s[n][e];
     }
@@ -601,93 +635,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   float o[kSlicesO][4];
   float s[kSlicesS][4];  // S_t, then P_t in float32, in place
   uint32_t p_frag[kStepsPV][4];  // P_t in 16 bits: the A operand of the next step's product
-  float alpha[2];  // 2^(c m_old - c m_new) of the last softmax: O's rescale before its P V
-
-  // Tiles are numbered through the block (all of its items' tiles in one sequence, as the
-  // producer loads them): tile `tile` sits in stage tile % kStages, in round tile / kStages.
-  const auto wait_landed = [&](int tile) {
-    barrier_wait(&landed[tile % kStages], (tile / kStages) % 2);
-  };
-  // Every consumer thread arrives once it (and so its warpgroup: the wgmma that read the
-  // stage completed for all of it) is done with the stage; a single elected thread per
-  // warpgroup would cost each warp a divergent branch and a reconvergence per tile (ncu: 5%
-  // of h04's stall samples on WARPSYNC). A warpgroup that skips a tile still waits for it to
-  // land first, so that its arrivals count in that tile's phase.
-  const auto release = [&](int tile) { barrier_arrive(&released[tile % kStages]); };
-  // O_i += P_t V_j: B = V_j N-major, k step kp's 16 keys two atoms (2,048 bytes) further;
-  // committed as one group.
-  const auto issue_pv = [&](int tile) {
-    const uint32_t v_smem = smem_address(V_buf + (tile % kStages) * kKVTileBytes);
-#pragma unroll
-    for (int kp = 0; kp < kStepsPV; ++kp)
-      Ops::wgmma_pv(o, p_frag[kp], operand_descriptor(v_smem + 2 * kAtomBytes * kp));
-    wgmma_commit();
-  };
-  // O *= alpha, row by row (alpha of the softmax before the product that adds to O next).
-  const auto rescale = [&] {
-    pin(o);
-#pragma unroll
-    for (int nn = 0; nn < kSlicesO; ++nn)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[nn][e] *= alpha[e / 2];
-    pin(o);
-  };
-  // Item k's result from O (complete) and its statistics m, l (this lane's part of l).
-  const auto finish = [&](int k, const float(&m)[2], const float(&l)[2]) {
-    WorkItem item;
-    decode(k, heads, row_blocks, group_heads, tiles_per_split, max_splits, T_c, &item);
-    const int b = item.bh / H, h = item.bh % H;
-    const int row0 = item.i * B_r;
-    const int row_g = row0 + wg * kWarpgroupRows + kMmaM * warp + g;
-    const int rows = min(B_r, T - row0);  // the last tile may be partial
-    if (item.splits == 1) {
-      // O_i = diag(l)^-1 O_i, rounded once, straight from registers to global memory: lane
-      // (g, t4) stores columns 8n + 2 t4, 8n + 2 t4 + 1 of rows g and g + 8, a pair each.
-      Element* o_bh = out + static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * d;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float inv_l = 1.0f / row_sum(l[hh]);  // all lanes: the shuffles need them
-        const int row = row_g + 8 * hh;
-        if (row >= row0 + rows) continue;
-        Element* o_row = o_bh + static_cast<size_t>(row) * C;
-#pragma unroll
-        for (int nn = 0; nn < kSlicesO; ++nn)
-          *reinterpret_cast<uint32_t*>(o_row + kMmaN * nn + 2 * t4) =
-              Ops::pack(o[nn][2 * hh] * inv_l, o[nn][2 * hh + 1] * inv_l);
-      }
-      return;
-    }
-    // A partial result for merge_splits: unnormalised O in float32, then (c m, l) per row, in
-    // the slot of (head bh, slot y) (rows past T included: the merge skips them).
-    float* slot = partial + (static_cast<size_t>(item.bh) * row_blocks * max_splits + item.y) *
-                                kPartialFloats;
-    float* stats = slot + B_r * d;  // [B_r][2]: c m, l
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const float l_row = row_sum(l[hh]);  // all lanes: the shuffles need them
-      const int r = wg * kWarpgroupRows + kMmaM * warp + g + 8 * hh;  // row within the tile
-#pragma unroll
-      for (int nn = 0; nn < kSlicesO; ++nn)
-        *reinterpret_cast<float2*>(slot + r * d + kMmaN * nn + 2 * t4) =
-            make_float2(o[nn][2 * hh], o[nn][2 * hh + 1]);
-      if (t4 == 0) *reinterpret_cast<float2*>(stats + 2 * r) = make_float2(c * m[hh], l_row);
-    }
-  };
 
   // The turns go round the consumers from item to item: the first is the first warpgroup's
-  // (the last warpgroup passes it here). Every warpgroup takes n turns per item of n tiles:
-  // turn t issues S_t and P_{t-1} V_{t-1}, except that a warpgroup that computes the item's
-  // last tile issues that tile's P V in the next item's turn 0, beside its S_0. So no turn
-  // of a steady block issues one product alone (h10 took n + 1 turns per item, the first
-  // with S_0 alone, the last with the last P V alone). The block ends with one more turn
-  // each, for the last item's last P V; the last warpgroup's pass of it goes to the first,
-  // which takes it after the loop.
+  // (the last warpgroup passes it here), and every warpgroup takes n + 1 turns per item, the
+  // last passing to the first. Its last pass of the block is taken after the loop.
   const bool last_wg = wg == kWarpgroups - 1;
   if (last_wg) pass_turn(wg);
 
   int tile0 = 0;  // the block's tile number of this item's first tile
-  // The item whose last P V this warpgroup has not issued yet (-1: none), and that tile.
-  int pending = -1, pending_tile = 0;
   for (int q = 0;; ++q) {
     const int qb = q % kQBuffers;
     barrier_wait(&q_landed[qb], (q / kQBuffers) % 2);
@@ -697,16 +652,34 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (k < 0) break;
     WorkItem item;
     decode(k, heads, row_blocks, group_heads, tiles_per_split, max_splits, T_c, &item);
+    const int b = item.bh / H, h = item.bh % H;
     const int i = item.i, j_begin = item.j_begin, n = item.n;
+    const int row0 = i * B_r;
     const uint32_t q_smem = smem_address(Q_buf + qb * kQBytes + wg * kQTileBytes);
     // The tiles this warpgroup computes: all n, or n - 1 when the last lies right of its
     // diagonal (at least one: split 0 reaches d_0, the others end before it).
     const int diagonal = diagonal_tile(i, wg);
     const int computed = min(j_begin + n, diagonal + 1) - j_begin;
-    // This lane's rows (g and g + 8 of its warp of its warpgroup): their statistics (m equal
+    // This lane's rows (g and g + 8 of its warp of its warpgroup), their statistics (m equal
     // across the row's 4 lanes, l this lane's part) and its part of O_i, in D-fragment layout.
-    const int row_g = i * B_r + wg * kWarpgroupRows + kMmaM * warp + g;
+    const int row_g = row0 + wg * kWarpgroupRows + kMmaM * warp + g;
+    m_i[0] = m_i[1] = -INFINITY;
+    l_i[0] = l_i[1] = 0.0f;
+#pragma unroll
+    for (int nn = 0; nn < kSlicesO; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[nn][e] = 0.0f;
 
+    const auto wait_landed = [&](int t) {
+      const int tile = tile0 + t;
+      barrier_wait(&landed[tile % kStages], (tile / kStages) % 2);
+    };
+    // Every consumer thread arrives once it (and so its warpgroup: the wgmma that read the
+    // stage completed for all of it) is done with the stage; a single elected thread per
+    // warpgroup would cost each warp a divergent branch and a reconvergence per tile (ncu:
+    // 5% of h04's stall samples on WARPSYNC). A warpgroup that skips a tile still waits for
+    // it to land first, so that its arrivals count in that tile's phase.
+    const auto release = [&](int t) { barrier_arrive(&released[(tile0 + t) % kStages]); };
     // S_t = Q_i K_j^T, k step kq reading columns 16 kq .. of Q's and K's rows, 32 bytes into
     // each (swizzled) row; committed as one group.
     const auto issue_s = [&](int t) {
@@ -718,104 +691,125 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                                  operand_descriptor(k_smem + 32 * kq));
       wgmma_commit();
     };
+    // O_i += P_t V_j: B = V_j N-major, k step kp's 16 keys two atoms (2,048 bytes) further;
+    // committed as one group.
+    const auto issue_pv = [&](int t) {
+      const uint32_t v_smem = smem_address(V_buf + ((tile0 + t) % kStages) * kKVTileBytes);
+#pragma unroll
+      for (int kp = 0; kp < kStepsPV; ++kp)
+        Ops::wgmma_pv(o, p_frag[kp], operand_descriptor(v_smem + 2 * kAtomBytes * kp));
+      wgmma_commit();
+    };
     // The online softmax of S_t in place; the warpgroup's diagonal tile and the tile holding
-    // T's end are masked, every earlier tile is entirely visible.
-    const auto softmax = [&](int t) {
+    // T's end (where T is not a multiple of B_c) are masked, every other tile is entirely
+    // visible.
+    const bool rows_low = (row0 + wg * kWarpgroupRows) % B_c == 0;  // at column 0 of d_w
+    const auto softmax = [&](int t, float(&alpha)[2]) {
       const int j = j_begin + t;
-      if (j == diagonal || j == T_c - 1)
-        softmax_rows<true>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
+      if (j == T_c - 1 && T % B_c != 0)
+        softmax_rows<kEdge>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
+      else if (j == diagonal && rows_low)
+        softmax_rows<kDiagonalLow>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
+      else if (j == diagonal)
+        softmax_rows<kDiagonalHigh>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
       else
-        softmax_rows<false>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
+        softmax_rows<kNone>(s, row_g, j * B_c, T, c, m_i, l_i, alpha);
+    };
+    // O *= alpha, row by row (alpha of the softmax before the product that adds to O next).
+    const auto rescale = [&](const float(&scale)[2]) {
+      pin(o);
+#pragma unroll
+      for (int nn = 0; nn < kSlicesO; ++nn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nn][e] *= scale[e / 2];
+      pin(o);
     };
 
-    // Turn 0: S_0, and the last item's last P V beside it (after O's rescale by that item's
-    // last alpha, which the softmax of S_0 overwrites).
-    wait_landed(tile0);
+    // Step 0: S_0 alone.
+    wait_landed(0);
     wait_turn(wg);
     wgmma_fence();
     issue_s(0);
-    if (pending >= 0) {
-      rescale();
-      wgmma_fence();
-      issue_pv(pending_tile);
-    } else {
-      wgmma_commit();  // an empty group in its place, so that the waits below are the same
-    }
     pass_turn(wg);
-    wgmma_wait_all_but_one();  // S_0 is complete (groups complete in order)
+    float alpha[2];
+    wgmma_wait_all();
     pin(s);
-    // The last item's statistics make way for this item's (its O waits in the registers
-    // until its last product completes).
-    const float last_m[2] = {m_i[0], m_i[1]}, last_l[2] = {l_i[0], l_i[1]};
-    m_i[0] = m_i[1] = -INFINITY;
-    l_i[0] = l_i[1] = 0.0f;
-    softmax(0);
-    wgmma_wait_all();  // the last item's last P V is complete: its O and stage are free
-    pin(o);
-    if (pending >= 0) {
-      release(pending_tile);
-      finish(pending, last_m, last_l);
-    }
-#pragma unroll
-    for (int nn = 0; nn < kSlicesO; ++nn)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[nn][e] = 0.0f;
+    softmax(0, alpha);
     pack_p<Ops>(p_frag, s);
-    // Turns 1 .. computed - 1: S_t and P_{t-1} V_{t-1} issued together; the softmax of S_t
+    // Steps 1 .. computed - 1: S_t and P_{t-1} V_{t-1} issued together; the softmax of S_t
     // runs while the product does. (alpha_0 rescales an O that is still 0.)
     for (int t = 1; t < computed; ++t) {
-      wait_landed(tile0 + t);
+      wait_landed(t);
       wait_turn(wg);
       wgmma_fence();
       issue_s(t);
-      rescale();  // by alpha_{t-1}, while S_t runs, before P_{t-1} V_{t-1} adds to O
+      rescale(alpha);  // by alpha_{t-1}, while S_t runs, before P_{t-1} V_{t-1} adds to O
       wgmma_fence();
-      issue_pv(tile0 + t - 1);
+      issue_pv(t - 1);
       pass_turn(wg);
       wgmma_wait_all_but_one();  // S_t is complete
       pin(s);
-      softmax(t);
+      softmax(t, alpha);
       wgmma_wait_all();  // P_{t-1} V_{t-1} is complete: stage t - 1 and p_frag are free
       pin(o);
-      release(tile0 + t - 1);
+      release(t - 1);
       pack_p<Ops>(p_frag, s);
     }
     // Every product with this Q buffer is complete: the producer may fill it again.
     barrier_arrive(&q_released[qb]);
-    if (computed < n) {
-      // The tile right of this warpgroup's diagonal: its turn issues the last P V, and the
-      // tile is released once it has landed, so that releases and turns stay balanced.
-      wait_turn(wg);
-      rescale();
-      wgmma_fence();
-      issue_pv(tile0 + computed - 1);
-      pass_turn(wg);
-      wgmma_wait_all();
-      pin(o);
-      release(tile0 + computed - 1);
-      wait_landed(tile0 + n - 1);
-      release(tile0 + n - 1);
-      finish(k, m_i, l_i);
-      pending = -1;
-    } else {
-      pending = k;  // its last P V goes with the next item's S_0
-      pending_tile = tile0 + n - 1;
-    }
-    tile0 += n;
-  }
-  // The block's last turn, every warpgroup's: the last item's last P V, where it is pending.
-  wait_turn(wg);
-  if (pending >= 0) {
-    rescale();
+    // The last product, P V of the last tile computed. The last warpgroup computes every
+    // tile, so this is its last turn of the item, passed on to the next item's first turn.
+    wait_turn(wg);
+    rescale(alpha);
     wgmma_fence();
-    issue_pv(pending_tile);
-  }
-  pass_turn(wg);
-  if (pending >= 0) {
+    issue_pv(computed - 1);
+    pass_turn(wg);
     wgmma_wait_all();
     pin(o);
-    release(pending_tile);
-    finish(pending, m_i, l_i);
+    release(computed - 1);
+    if (computed < n) {
+      // The tile right of this warpgroup's diagonal: released once it has landed, and its
+      // turn taken, so that releases and turns stay balanced.
+      wait_landed(n - 1);
+      release(n - 1);
+      wait_turn(wg);
+      pass_turn(wg);
+    }
+    tile0 += n;
+
+    const int rows = min(B_r, T - row0);  // the last tile may be partial
+    if (item.splits == 1) {
+      // O_i = diag(l)^-1 O_i, rounded once, straight from registers to global memory: lane
+      // (g, t4) stores columns 8n + 2 t4, 8n + 2 t4 + 1 of rows g and g + 8, a pair each.
+      Element* o_bh = out + static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * d;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float inv_l = 1.0f / row_sum(l_i[hh]);  // all lanes: the shuffles need them
+        const int row = row_g + 8 * hh;
+        if (row >= row0 + rows) continue;
+        Element* o_row = o_bh + static_cast<size_t>(row) * C;
+#pragma unroll
+        for (int nn = 0; nn < kSlicesO; ++nn)
+          *reinterpret_cast<uint32_t*>(o_row + kMmaN * nn + 2 * t4) =
+              Ops::pack(o[nn][2 * hh] * inv_l, o[nn][2 * hh + 1] * inv_l);
+      }
+      continue;
+    }
+    // A partial result for merge_splits: unnormalised O in float32, then (c m, l) per row, in
+    // the slot of (head bh, slot y) (rows past T included: the merge skips them).
+    float* slot = partial + (static_cast<size_t>(item.bh) * row_blocks * max_splits + item.y) *
+                                kPartialFloats;
+    float* stats = slot + B_r * d;  // [B_r][2]: c m, l
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float l = row_sum(l_i[hh]);  // all lanes: the shuffles need them
+      const int r = wg * kWarpgroupRows + kMmaM * warp + g + 8 * hh;  // row within the tile
+#pragma unroll
+      for (int nn = 0; nn < kSlicesO; ++nn)
+        *reinterpret_cast<float2*>(slot + r * d + kMmaN * nn + 2 * t4) =
+            make_float2(o[nn][2 * hh], o[nn][2 * hh + 1]);
+      if (t4 == 0) *reinterpret_cast<float2*>(stats + 2 * r) = make_float2(c * m_i[hh], l);
+    }
   }
   // The last warpgroup's last pass goes to the first, which takes it here: every named
   // barrier's arrivals are matched before the block ends.
