@@ -2,14 +2,20 @@
 call time.
 
 In each dtype its kernel reference (registry.kernel_reference: sdpa-efficient in float32,
-sdpa-cudnn in half precision) is measured first at every shape, so each row's ratio refers to
-a device time of the same run; each dtype's peak (float32 FMA, or the dense tensor-core rate
-of the 16-bit type) is measured before that dtype's rows.
+sdpa-cudnn in half precision) is measured at every shape with the others, so each row's ratio
+refers to a device time of the same run; each dtype's peak (float32 FMA, or the dense
+tensor-core rate of the 16-bit type) is measured before that dtype's rows.
+
+At each shape the backends are measured in KERNEL_ROUNDS rounds, the order reversed every
+other round (device_timing.alternating), and each row pools its rounds' replays. Measured
+one after the other in one fixed order, backends that came late read slower at B=8, T=4096:
+two builds of the same kernel, one measured right after the other, were 1.8% and 6.6% apart
+in one sweep (versions/h11_one_wave_splits/README.md).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from tqdm import tqdm
@@ -17,10 +23,10 @@ from tqdm import tqdm
 from backends import precision, registry
 from backends.environment import Provenance, collect
 from backends.registry import Backend, Target
-from harness.device_timing import CallTiming, DeviceTimer, Peak, measure_peak
+from harness.device_timing import CallTiming, DeviceTimer, Peak, Repetitions, alternating, measure_peak, pooled
 from harness.reference import random_qkv
 from harness.results import KERNELS, OK, KernelRow, done
-from harness.study import Shape
+from harness.study import KERNEL_ROUNDS, Shape
 
 
 def shape_seed(shape: Shape) -> int:
@@ -29,7 +35,7 @@ def shape_seed(shape: Shape) -> int:
 
 def _status_row(backend: str, dtype: str, shape: Shape, status: str, provenance: Provenance) -> KernelRow:
     return KernelRow(backend=backend, dtype=dtype, B=shape.B, H=shape.H, T=shape.T, d=shape.d, status=status,
-                     notes=None, reps=None, replays=None, us_device_median=None, us_device_min=None,
+                     notes=None, reps=None, replays=None, rounds=None, us_device_median=None, us_device_min=None,
                      us_device_max=None, us_call_median=None, tflops=None, reference=None, ratio_to_reference=None,
                      peak=None, peak_tflops=None, fraction_of_peak=None, provenance=provenance)
 
@@ -43,7 +49,7 @@ def measured_row(backend: str, dtype: str, shape: Shape, timing: CallTiming, ref
     return KernelRow(backend=backend, dtype=dtype, B=shape.B, H=shape.H, T=shape.T, d=shape.d, status=OK,
                      notes=None if timing.not_captured is None else
                      f"{timing.not_captured}: timed eagerly only, no device time",
-                     reps=timing.repetitions.reps, replays=timing.repetitions.replays,
+                     reps=timing.repetitions.reps, replays=timing.repetitions.replays, rounds=timing.rounds,
                      us_device_median=median, us_device_min=min(device) if device else None,
                      us_device_max=max(device) if device else None, us_call_median=timing.us_call_median,
                      tflops=tflops, reference=registry.kernel_reference(dtype),
@@ -52,9 +58,22 @@ def measured_row(backend: str, dtype: str, shape: Shape, timing: CallTiming, ref
                      fraction_of_peak=tflops / peak.tflops if tflops else None, provenance=provenance)
 
 
+def in_rounds(names: Sequence[str], rounds: int,
+              time_one: Callable[[str, Repetitions | None], CallTiming]) -> dict[str, CallTiming]:
+    """Each name timed once per round, in alternating order, its rounds pooled into one
+    timing. time_one(name, plan) times one backend; from the second round on, plan is the
+    repetitions of its first round, so that every round of a backend measures alike."""
+    timings: dict[str, list[CallTiming]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        for name in alternating(names, round_index):
+            earlier = timings[name][0].repetitions if timings[name] else None
+            timings[name].append(time_one(name, earlier))
+    return {name: pooled(ts) for name, ts in timings.items()}
+
+
 def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape], timer: DeviceTimer, path: Path,
                previous: dict, excluded: dict[tuple[str, str], str], provenance: Provenance,
-               device: torch.device) -> None:
+               device: torch.device, rounds: int) -> None:
     reference_name = registry.kernel_reference(dtype)
     order = registry.with_required(backends, reference_name)
     runnable, unavailable = registry.partition(order, Target.of(device), dtype)
@@ -71,35 +90,42 @@ def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape],
         if b.name not in reasons:
             functions[b.name] = b.timed_attention(device, dtype)
     torch_dtype = precision.torch_dtype(dtype)
-    progress = tqdm(total=len(todo), desc=f"kernel benchmark, {dtype}", unit="run")
+    progress = tqdm(total=len(todo) * rounds, desc=f"kernel benchmark, {dtype}", unit="run")
     for shape in shapes:
-        reference = previous.get((reference_name, dtype, shape.B, shape.H, shape.T))
-        reference_us = reference.us_device_median if reference else None
+        missing = [b.name for b in order if (b.name, dtype, shape.B, shape.H, shape.T) not in previous]
+        for name in missing:
+            if name in reasons:
+                KERNELS.append(path, _status_row(name, dtype, shape, reasons[name], provenance))
+                progress.update(rounds)
+        timed = [name for name in missing if name not in reasons]
         q, k, v = random_qkv(shape, seed=shape_seed(shape), device=device, dtype=torch_dtype)
-        for backend in order:
-            if (backend.name, dtype, shape.B, shape.H, shape.T) in previous:
-                continue
+        def time_one(name: str, plan: Repetitions | None) -> CallTiming:
+            fn = functions[name]
+            timing = timer.time(lambda: fn(q, k, v, shape.H), plan=plan)
             progress.update()
-            if backend.name in reasons:
-                KERNELS.append(path, _status_row(backend.name, dtype, shape, reasons[backend.name], provenance))
-                continue
-            fn = functions[backend.name]
-            timing = timer.time(lambda: fn(q, k, v, shape.H))
-            if backend.name == reference_name:  # the ratios below refer to it, its own is 1
-                reference_us = timing.us_device_median
-            row = measured_row(backend.name, dtype, shape, timing, reference_us, peak, provenance)
+            shown = timing.us_device_median if timing.us_device_median is not None else timing.us_call_median
+            progress.set_postfix_str(f"{name} {shape.label()}: {shown:.1f} us")
+            return timing
+
+        # Rows are written once a shape's rounds are done: an interrupted run loses at most
+        # this shape's measurements.
+        combined = in_rounds(timed, rounds, time_one)
+        reference = previous.get((reference_name, dtype, shape.B, shape.H, shape.T))
+        reference_us = (combined[reference_name].us_device_median if reference_name in combined
+                        else reference.us_device_median if reference else None)
+        for name in timed:
+            row = measured_row(name, dtype, shape, combined[name], reference_us, peak, provenance)
             if row.notes:
-                tqdm.write(f"{backend.name} ({dtype}) {shape.label()}: {row.notes}")
+                tqdm.write(f"{name} ({dtype}) {shape.label()}: {row.notes}")
             KERNELS.append(path, row)
-            shown = row.us_device_median if row.us_device_median is not None else row.us_call_median
-            progress.set_postfix_str(f"{backend.name} {shape.label()}: {shown:.1f} us")
     progress.close()
 
 
 def run(backends: Sequence[Backend], dtypes: Sequence[str], shapes: Sequence[Shape], *, results_dir: Path,
-        resume: bool = True, excluded: dict[tuple[str, str], str] | None = None, device: torch.device) -> Path:
-    """Time every backend at every shape in each of `dtypes`; append one row per measurement;
-    returns the file.
+        resume: bool = True, excluded: dict[tuple[str, str], str] | None = None, device: torch.device,
+        rounds: int = KERNEL_ROUNDS) -> Path:
+    """Time every backend at every shape in each of `dtypes`, in `rounds` rounds of
+    alternating order per shape; append one row per backend and shape; returns the file.
 
     excluded: (backend, dtype) pairs left out before this step (e.g. failed the correctness
     gate) and why; they get a row saying so. A backend that does not take a dtype gets a row
@@ -110,5 +136,5 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], shapes: Sequence[Sha
     previous = done(KERNELS, path, provenance) if resume else {}
     timer = DeviceTimer(device)
     for dtype in dtypes:
-        _run_dtype(backends, dtype, shapes, timer, path, previous, excluded or {}, provenance, device)
+        _run_dtype(backends, dtype, shapes, timer, path, previous, excluded or {}, provenance, device, rounds)
     return path

@@ -24,7 +24,7 @@ from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
-from harness.study import KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
+from harness.study import KERNEL_ROUNDS, KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
 
 DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all' (default); each backend is "
                "measured in each of them that it takes (python -m harness list says which)")
@@ -165,11 +165,14 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from harness import bench_kernels
 
     registry.select(args.backends)  # unknown names first
+    if args.rounds < 1:
+        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
     dtypes = _dtypes(args)
     device = _cuda()
     backends, excluded = _gated(args, dtypes)
     path = bench_kernels.run(backends, dtypes, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
-                             results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
+                             results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
+                             rounds=args.rounds)
     print(f"rows in {_shown(path)}")
     return 0
 
@@ -468,6 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time without the correctness gate (by default a backend is timed only if it "
                             "passed the gate on this setup; the gate runs for those not yet checked)")
         results_dir(p)
+        if name == "bench-kernels":
+            p.add_argument("--rounds", type=int, default=KERNEL_ROUNDS,
+                           help="rounds per shape, the order of the backends reversed every other round; each "
+                                "row pools its rounds' replays (default: %(default)s)")
         if name == "bench-e2e":
             add_weights_arguments(p)
         p.set_defaults(func=func, on_stop=ROWS_KEPT)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence, TypeVar
 
 import torch
 
@@ -29,6 +29,7 @@ MIN_REPLAYS, MAX_REPLAYS = 3, 10
 MIN_FLUSH_BYTES = 64 * 2**20
 
 Call = Callable[[], object]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,11 @@ def repetitions(call_s: float, flush_s: float) -> Repetitions:
 
 @dataclass(frozen=True)
 class CallTiming:
-    repetitions: Repetitions
+    repetitions: Repetitions  # per round
     us_device: tuple[float, ...] | None  # one per timed replay; None when capture failed
     us_call: tuple[float, ...]  # one per eager call
     not_captured: str | None  # why there is no device time
+    rounds: int = 1  # measurements pooled into this one (pooled())
 
     @property
     def us_call_median(self) -> float:
@@ -59,6 +61,26 @@ class CallTiming:
     @property
     def us_device_median(self) -> float | None:
         return statistics.median(self.us_device) if self.us_device else None
+
+
+def pooled(timings: Sequence[CallTiming]) -> CallTiming:
+    """Several measurements of one call as one: every replay and eager call of each, so
+    that the medians are over all of them. Device time only if every one has it."""
+    if not timings:
+        raise ValueError("pooled() needs at least one timing")
+    devices = [t.us_device for t in timings]
+    return CallTiming(repetitions=timings[0].repetitions,
+                      us_device=None if any(d is None for d in devices) else tuple(x for d in devices for x in d),
+                      us_call=tuple(x for t in timings for x in t.us_call),
+                      not_captured=next((t.not_captured for t in timings if t.not_captured), None),
+                      rounds=sum(t.rounds for t in timings))
+
+
+def alternating(names: Sequence[T], round_index: int) -> list[T]:
+    """The order of round `round_index` (0, 1, ...): as given, then reversed, and so on, so
+    that no backend is always measured first or last (a GPU warming up over a round slows
+    whichever comes late)."""
+    return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
 def _elapsed_us(start: torch.cuda.Event, end: torch.cuda.Event) -> float:
@@ -117,12 +139,15 @@ class DeviceTimer:
             self._flush_graphs[reps] = self._capture(None, reps)
         return self._flush_graphs[reps]
 
-    def time(self, fn: Call) -> CallTiming:
-        """Device and call time of fn(); capture errors are caught and reported."""
+    def time(self, fn: Call, plan: Repetitions | None = None) -> CallTiming:
+        """Device and call time of fn(); capture errors are caught and reported. `plan`:
+        the repetitions of an earlier round of the same call (by default sized from a first
+        timed call)."""
         for _ in range(WARMUP_CALLS):  # compiles, loads modules, fills caches
             fn()
-        first_s = self._eager_us(fn, 1)[0] * 1e-6
-        plan = repetitions(first_s, self.flush_s)
+        if plan is None:
+            first_s = self._eager_us(fn, 1)[0] * 1e-6
+            plan = repetitions(first_s, self.flush_s)
         us_call = tuple(self._eager_us(fn, plan.replays))
         try:
             graph = self._capture(fn, plan.reps)

@@ -183,13 +183,23 @@ def kernel_table(r: GpuResults, shape: Shape, dtype: str) -> str:
              _us(x.us_call_median), _num(x.tflops, "{:.2f}"), _num(kernel_ratio(x), "{:.2f}"),
              _percent(x.fraction_of_peak, 1)] for x in rows]
     intro = (f"Kernel, {dtype}: {shape.describe()}, causal. Device time per call: median of "
-             f"{_range([x.replays for x in rows])} replays of a CUDA graph of R × [L2 flush, call] minus the flushes "
-             f"alone, divided by R ({_range([x.reps for x in rows])}); call time: CUDA events around one eager call. "
+             f"{_range([x.replays for x in rows])} replays {_rounds_text(rows)}of a CUDA graph of R × [L2 flush, call] "
+             f"minus the flushes alone, divided by R ({_range([x.reps for x in rows])}); call time: CUDA events around "
+             f"one eager call. "
              f"time / {reference}: device {RATIO_RULE} (same dtype)."
              f"{_unpaired(f'time / {reference}', registry.kernel_reference(dtype), _unpaired_kernels(rows))} "
              f"{_peak_text(dtype, rows)}.")
     return intro + "\n\n" + _table(["backend", "device (µs)", "device min–max", "call (µs)", "TFLOP/s",
                                     f"time / {reference}", f"of {peak} peak"], body)
+
+
+def _rounds_text(rows: Sequence[KernelRow]) -> str:
+    """'in each of 3 rounds (...) ' where the rows pooled rounds, '' where each is one measurement."""
+    rounds = [x.rounds for x in rows if x.rounds]
+    if not rounds or max(rounds) == 1:
+        return ""
+    return (f"in each of {_range(rounds)} rounds (the backends' order reversed every other round, so that none is "
+            "always measured last, on a GPU warmed by the others) ")
 
 
 def _unpaired_kernels(rows: Iterable[KernelRow | None]) -> list[str]:

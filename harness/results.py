@@ -67,7 +67,8 @@ class KernelRow:
     status: str
     notes: str | None  # e.g. why the device time is missing (not capturable)
     reps: int | None  # calls per graph replay
-    replays: int | None  # timed replays of each graph
+    replays: int | None  # timed replays of each graph, per round
+    rounds: int | None  # rounds of the backends in alternating order, each with its replays
     us_device_median: float | None
     us_device_min: float | None
     us_device_max: float | None

@@ -42,6 +42,8 @@ HEADLINE_SHAPES = (Shape(1, GPT2_HEADS, 512), Shape(8, GPT2_HEADS, 4096))
 KERNEL_SHAPES = tuple(sorted({*HEADLINE_SHAPES, *(Shape(1, GPT2_HEADS, T) for T in (64, 128, 256, 1024, 2048, 4096)),
                               *(Shape(8, GPT2_HEADS, T) for T in (1024, 2048))}))
 QUICK_KERNEL_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), *HEADLINE_SHAPES}))
+# Kernel benchmark: rounds per shape, the order of the backends reversed every other round.
+KERNEL_ROUNDS = 3
 # Each version's "Measured" block in versions/*/README.md.
 VERSION_NOTE_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), Shape(1, GPT2_HEADS, 4096), *HEADLINE_SHAPES}))
 

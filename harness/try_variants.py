@@ -34,7 +34,7 @@ from gpt2.model import AttentionFn
 from harness.compile_check import RESOURCES_HEADER, check_versions, compile_failed, format_resources
 from harness.build import build_all
 from harness.correctness import vendor_functions
-from harness.device_timing import DeviceTimer, measure_peak
+from harness.device_timing import DeviceTimer, alternating, measure_peak
 from harness.reference import (FLOAT32_BOUNDS, Bounds, bounds_for, call_quietly, compare, random_qkv,
                                reference_attention, reference_attention_by_head)
 from harness.study import Shape
@@ -143,7 +143,7 @@ def time_rounds(functions: dict[str, AttentionFn], shapes: Sequence[Shape], roun
     times: dict[tuple[str, Shape], list[float]] = {}
     names = list(functions)
     for round_index in range(rounds):
-        order = names if round_index % 2 == 0 else names[::-1]
+        order = alternating(names, round_index)
         for shape in shapes:
             q, k, v = random_qkv(shape, seed=shape.T, device=device, dtype=precision.torch_dtype(dtype))
             cells = []
