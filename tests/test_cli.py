@@ -502,6 +502,11 @@ def test_try_and_call_refuse_without_a_gpu_saying_what_works(capsys, monkeypatch
     harness(["call", "v16", "--T", "0"], capsys, "must be at least 1")
 
 
+def test_bench_kernels_refuses_fewer_than_one_round_before_looking_for_a_gpu(capsys):
+    harness(["bench-kernels", "--rounds", "0"], capsys, "--rounds must be at least 1 (got 0)")
+    harness(["bench-kernels", "--rounds", "2"], capsys, "needs a GPU")
+
+
 @pytest.mark.parametrize("commit, warned", [("0123456789ab-dirty", True), ("0123456789ab", False)])
 def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned):
     """A GPU machine sent the files but an old .git names the wrong commit with '-dirty';
