@@ -98,7 +98,10 @@ def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape],
                 KERNELS.append(path, _status_row(name, dtype, shape, reasons[name], provenance))
                 progress.update(rounds)
         timed = [name for name in missing if name not in reasons]
+        if not timed:
+            continue
         q, k, v = random_qkv(shape, seed=shape_seed(shape), device=device, dtype=torch_dtype)
+
         def time_one(name: str, plan: Repetitions | None) -> CallTiming:
             fn = functions[name]
             timing = timer.time(lambda: fn(q, k, v, shape.H), plan=plan)
