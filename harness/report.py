@@ -440,6 +440,22 @@ def versions_table(track: Track) -> str:
     return _table(header, body)
 
 
+def tracks_block() -> str:
+    """The introduction's sentence naming the tracks and their versions (from the registry,
+    so that it names the newest step)."""
+    parts = []
+    for track in tracks():
+        versions = f"`{track.versions[0]}`–`{track.versions[-1]}`" if len(track.versions) > 1 \
+            else f"`{track.versions[0]}`"
+        if track.half_precision:
+            parts.append(f"**half precision** ({versions}, {'/'.join(track.dtypes)} against FlashAttention-2 "
+                         "and cuDNN)")
+        else:
+            parts.append(f"**float32** ({versions}, float32-exact)")
+    counted = {1: "One track", 2: "Two tracks"}.get(len(parts), f"{len(parts)} tracks")
+    return f"{counted}: " + " and ".join(parts) + "."
+
+
 def steps_block() -> str:
     """Both tracks' tables, each under its own heading."""
     parts = []
@@ -570,6 +586,7 @@ def _write_if_changed(path: Path, text: str, old: str) -> bool:
 
 def readme_text(old: str, gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, readme: Path) -> str:
     text = replace_block(old, "headline", headline_block(gpus, plots_dir, readme))
+    text = replace_block(text, "tracks", tracks_block())
     text = replace_block(text, "versions", steps_block())
     text = replace_block(text, "results", results_block(gpus, plots_dir, readme, results_dir))
     return replace_block(text, "provenance", provenance_block(gpus))
