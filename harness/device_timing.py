@@ -9,7 +9,9 @@ call after a flush (launch overhead and Python included), the median of several.
 R and the number of replays follow from a first timed call so that every measurement
 costs about the same GPU time: R = REPLAY_TARGET_S / (call + flush), between 1 and
 MAX_REPS; replays = MEASURE_BUDGET_S / (R x (call + flush)), between MIN_REPLAYS and
-MAX_REPLAYS. A 10 us call gets R = 50 and 10 replays; a 265 ms call R = 1 and 3.
+MAX_REPLAYS. A 10 us call gets R = 50 and 10 replays; a 265 ms call R = 1 and 3. A later
+round of the same call reuses the first round's R and replays (DeviceTimer.time's `plan`),
+and pooled() makes the rounds one measurement.
 """
 from __future__ import annotations
 

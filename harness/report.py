@@ -445,8 +445,7 @@ def tracks_block() -> str:
     so that it names the newest step)."""
     parts = []
     for track in tracks():
-        versions = f"`{track.versions[0]}`–`{track.versions[-1]}`" if len(track.versions) > 1 \
-            else f"`{track.versions[0]}`"
+        versions = "–".join(f"`{name}`" for name in track.span().split("–"))
         if track.half_precision:
             parts.append(f"**half precision** ({versions}, {'/'.join(track.dtypes)} against FlashAttention-2 "
                          "and cuDNN)")
