@@ -455,6 +455,9 @@ BACKENDS: tuple[Backend, ...] = (
              "first (one or two key tiles), not the last, whose empty warpgroups walked every key tile (B=8 "
              "T=4096: 363 tiles per head instead of 384)", dtypes=precision.HALF, build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(14, "narrow_rows", "h13 with 64-row blocks, one warpgroup computing, where all of them fit on "
+             "the SMs at once (B=1, T <= 704): short chains, no split and no merge", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
