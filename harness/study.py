@@ -43,7 +43,9 @@ KERNEL_SHAPES = tuple(sorted({*HEADLINE_SHAPES, *(Shape(1, GPT2_HEADS, T) for T 
                               *(Shape(8, GPT2_HEADS, T) for T in (1024, 2048))}))
 QUICK_KERNEL_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), *HEADLINE_SHAPES}))
 # Kernel benchmark: rounds per shape, the order of the backends reversed every other round.
-KERNEL_ROUNDS = 3
+# Seven: at B=8, T=4096 three rounds read one kernel 4% apart in one sweep (h13 and h14, the
+# same code there), seven put two builds of one kernel within 0.1-1.2% (README, "Rounds").
+KERNEL_ROUNDS = 7
 # Each version's "Measured" block in versions/*/README.md.
 VERSION_NOTE_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), Shape(1, GPT2_HEADS, 4096), *HEADLINE_SHAPES}))
 
