@@ -17,7 +17,7 @@ def test_tiles_per_head_are_the_notes(plans, T, h12, h13):
 
 
 @pytest.mark.parametrize("T", [1, 63, 64, 65, 129, 192, 511, 513, 1000, 2047, 4096, 16385])
-def test_rows_from_the_end_cover_every_row_once(plans, T):
+def test_rows_from_the_end_start_and_end_where_the_kernel_needs(plans, T):
     """h13's row blocks end at T rounded up to 64 and start at most 128 rows before row 0, so
     the first block's last warpgroup always has rows and no block lies wholly past T."""
     lead = plans.lead_rows(T, True)
