@@ -1,0 +1,131 @@
+"""Where a small call's time goes, block by block (GPU to record, no GPU to summarise).
+
+`h14t_1_small_t_timeline.patch` makes every block of h14 record SM clock readings of its
+first item (entry, the producer's loads issued, Q landed, each key tile landed, each
+softmax done, the products done, the rows stored) and the global timer at entry and at the
+end; a one-thread kernel launched after it prints them as lines "TS block f0 .. f19".
+
+    python experiments/small_t_timeline.py record --T 64,128,256,512 > timeline.txt
+    python experiments/small_t_timeline.py summarise timeline.txt
+
+`record` calls the patched kernel after an L2 flush (as the benchmark's timings do) and
+prints the device time of the unpatched version beside it, so that the block timeline can
+be set against the whole call's time.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DEFAULT_VARIANT = "t=h14+experiments/h14t_1_small_t_timeline.patch"
+FIELDS = 20
+# Field numbers of the patch's g_tl rows.
+N, ROW_BLOCK, NS_ENTRY, CLK_ENTRY, CLK_ISSUED, CLK_Q = 0, 1, 2, 3, 4, 5
+CLK_LANDED, CLK_SOFTMAX = 6, 10  # + t, t = 0..3
+CLK_PRODUCTS, CLK_STORED, NS_END, CLK_SYNCED, CLK_CLAIMED = 14, 15, 16, 17, 18
+TILES_RECORDED = 4
+# An H100's SM clock under load (1.76-1.79 GHz in h10's timelines): converts cycles to µs
+# where the global timer cannot (its readings are coarse).
+GHZ = 1.77
+
+
+def record(args: argparse.Namespace) -> int:
+    import torch
+
+    from backends import registry
+    from harness import variants
+    from harness.device_timing import DeviceTimer
+    from harness.reference import random_qkv
+    from harness.study import GPT2_HEADS, Shape
+
+    device = torch.device("cuda")
+    timer = DeviceTimer(device)
+    patched = variants.materialize(variants.parse_spec(args.variant)).attention(device, args.dtype)
+    plain = registry.get(args.plain).attention(device, args.dtype)
+    for T in args.T:
+        shape = Shape(args.B, GPT2_HEADS, T)
+        q, k, v = random_qkv(shape, seed=T, device=device, dtype=getattr(torch, args.dtype))
+        timing = timer.time(lambda: plain(q, k, v, shape.H))
+        print(f"# B={args.B} T={T}: {args.plain} device time {timing.us_device_median:.2f} us", flush=True)
+        for call in range(args.calls):
+            timer.flush()
+            print(f"# B={args.B} T={T} call {call}", flush=True)
+            patched(q, k, v, shape.H)
+            torch.cuda.synchronize(device)  # the dump kernel's printf lands here
+            sys.stdout.flush()
+    return 0
+
+
+def read(path: Path) -> dict[str, list[list[int]]]:
+    """The last call's rows per '# B=.. T=..' section."""
+    sections: dict[str, list[list[int]]] = {}
+    key = None
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("# B=") and " call " in line:
+            key = line[2:line.index(" call ")]
+            sections[key] = []  # a later call replaces an earlier one
+        elif line.startswith("TS "):
+            fields = line.split()[1:]
+            if key is None or len(fields) != FIELDS + 1:
+                raise SystemExit(f"{path}:{number}: a 'TS' line outside a call, or not {FIELDS + 1} integers")
+            sections[key].append([int(f) for f in fields[1:]])
+    return sections
+
+
+def summarise(args: argparse.Namespace) -> int:
+    for path in args.files:
+        if not path.is_file():
+            raise SystemExit(f"{path}: no such file")
+        for key, rows in read(path).items():
+            rows = [r for r in rows if r[N] >= 0]  # blocks whose recording warpgroup computed
+            if not rows:
+                continue
+            t0 = min(r[NS_ENTRY] for r in rows)
+            span = (max(r[NS_END] for r in rows) - t0) / 1e3
+            entries = sorted((r[NS_ENTRY] - t0) / 1e3 for r in rows)
+            print(f"== {key}: {len(rows)} blocks; first entry to last end {span:.2f} us (global timer); "
+                  f"entries spread over {entries[-1]:.2f} us (median {statistics.median(entries):.2f})")
+            names = [("barriers synced", CLK_SYNCED), ("consumer registers", CLK_CLAIMED),
+                     ("producer: loads issued", CLK_ISSUED), ("Q landed", CLK_Q)]
+            names += [(f"tile {t} landed", CLK_LANDED + t) for t in range(TILES_RECORDED)]
+            names += [(f"softmax {t} done", CLK_SOFTMAX + t) for t in range(TILES_RECORDED)]
+            names += [("products done", CLK_PRODUCTS), ("rows stored", CLK_STORED)]
+            longest = max(r[N] for r in rows)
+            for n in sorted({r[N] for r in rows}):
+                group = [r for r in rows if r[N] == n]
+                line = [f"  n={n} ({len(group)} blocks), µs after entry, median:"]
+                for name, f in names:
+                    values = [(r[f] - r[CLK_ENTRY]) / GHZ / 1e3 for r in group if r[f] >= 0]
+                    if values:
+                        line.append(f"{name} {statistics.median(values):.2f}")
+                print("; ".join(line) if n == longest or args.all else line[0] + " " + "; ".join(line[-1:]))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("record", help="call the patched kernel after L2 flushes and print its timeline (GPU)")
+    p.add_argument("--variant", default=DEFAULT_VARIANT, help=f"NAME=VERSION+PATCH (default: {DEFAULT_VARIANT})")
+    p.add_argument("--plain", default="h14", help="the unpatched backend timed beside it (default: h14)")
+    p.add_argument("--B", type=int, default=1, help="batch (default: 1)")
+    p.add_argument("--T", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256, 512],
+                   help="sequence lengths, comma-separated (default: 64,128,256,512)")
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="(default: bfloat16)")
+    p.add_argument("--calls", type=int, default=3, help="calls per shape; the last is summarised (default: 3)")
+    p.set_defaults(func=record)
+    p = sub.add_parser("summarise", help="per shape, when the blocks' steps happen (no GPU)")
+    p.add_argument("files", nargs="+", type=Path, help="output of `record`")
+    p.add_argument("--all", action="store_true", help="every tile count's steps, not only the longest blocks'")
+    p.set_defaults(func=summarise)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
