@@ -1,16 +1,20 @@
 """Where a small call's time goes, block by block (GPU to record, no GPU to summarise).
 
-`h14t_1_small_t_timeline.patch` makes every block of h14 record SM clock readings of its
-first item (entry, the producer's loads issued, Q landed, each key tile landed, each
-softmax done, the products done, the rows stored) and the global timer at entry and at the
-end; a one-thread kernel launched after it prints them as lines "TS block f0 .. f19".
+`h14t_2_small_t_timeline.patch` makes every block of h14 record SM clock readings of its
+first item (entry, barriers synced, the producer's item decoded, Q's and K_0's copies
+issued, every copy issued, Q landed, each key tile landed, each softmax done, the products
+done, the rows stored) and the global timer at entry and at the end; a one-thread kernel
+launched after it prints them as lines "TS block f0 .. f23". (`h14t_1` is the first
+version of the patch, without the three producer readings: 20 fields.)
+`h14vt_1_small_t_timeline.patch` is the same readings on top of `h14v_1_v_lands_apart`.
 
     python experiments/small_t_timeline.py record --T 64,128,256,512 > timeline.txt
+    python experiments/small_t_timeline.py record --no-flush > warm_timeline.txt
     python experiments/small_t_timeline.py summarise timeline.txt
 
 `record` calls the patched kernel after an L2 flush (as the benchmark's timings do) and
 prints the device time of the unpatched version beside it, so that the block timeline can
-be set against the whole call's time.
+be set against the whole call's time; `--no-flush` leaves the inputs in L2 (a warm call).
 """
 from __future__ import annotations
 
@@ -22,12 +26,13 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-DEFAULT_VARIANT = "t=h14+experiments/h14t_1_small_t_timeline.patch"
-FIELDS = 20
+DEFAULT_VARIANT = "t=h14+experiments/h14t_2_small_t_timeline.patch"
+FIELDS = (20, 24)  # h14t_1, h14t_2
 # Field numbers of the patch's g_tl rows.
 N, ROW_BLOCK, NS_ENTRY, CLK_ENTRY, CLK_ISSUED, CLK_Q = 0, 1, 2, 3, 4, 5
 CLK_LANDED, CLK_SOFTMAX = 6, 10  # + t, t = 0..3
 CLK_PRODUCTS, CLK_STORED, NS_END, CLK_SYNCED, CLK_CLAIMED = 14, 15, 16, 17, 18
+CLK_DECODED, CLK_Q_ISSUED, CLK_K0_ISSUED = 19, 20, 21  # h14t_2 only
 TILES_RECORDED = 4
 # An H100's SM clock under load (1.76-1.79 GHz in h10's timelines): converts cycles to µs
 # where the global timer cannot (its readings are coarse).
@@ -53,8 +58,9 @@ def record(args: argparse.Namespace) -> int:
         timing = timer.time(lambda: plain(q, k, v, shape.H))
         print(f"# B={args.B} T={T}: {args.plain} device time {timing.us_device_median:.2f} us", flush=True)
         for call in range(args.calls):
-            timer.flush()
-            print(f"# B={args.B} T={T} call {call}", flush=True)
+            if not args.no_flush:
+                timer.flush()
+            print(f"# B={args.B} T={T} call {call}" + (" (warm L2)" if args.no_flush else ""), flush=True)
             patched(q, k, v, shape.H)
             torch.cuda.synchronize(device)  # the dump kernel's printf lands here
             sys.stdout.flush()
@@ -71,8 +77,8 @@ def read(path: Path) -> dict[str, list[list[int]]]:
             sections[key] = []  # a later call replaces an earlier one
         elif line.startswith("TS "):
             fields = line.split()[1:]
-            if key is None or len(fields) != FIELDS + 1:
-                raise SystemExit(f"{path}:{number}: a 'TS' line outside a call, or not {FIELDS + 1} integers")
+            if key is None or len(fields) - 1 not in FIELDS:
+                raise SystemExit(f"{path}:{number}: a 'TS' line outside a call, or not 1 + {FIELDS} integers")
             sections[key].append([int(f) for f in fields[1:]])
     return sections
 
@@ -90,8 +96,11 @@ def summarise(args: argparse.Namespace) -> int:
             entries = sorted((r[NS_ENTRY] - t0) / 1e3 for r in rows)
             print(f"== {key}: {len(rows)} blocks; first entry to last end {span:.2f} us (global timer); "
                   f"entries spread over {entries[-1]:.2f} us (median {statistics.median(entries):.2f})")
-            names = [("barriers synced", CLK_SYNCED), ("consumer registers", CLK_CLAIMED),
-                     ("producer: loads issued", CLK_ISSUED), ("Q landed", CLK_Q)]
+            names = [("barriers synced", CLK_SYNCED), ("consumer registers", CLK_CLAIMED)]
+            if len(rows[0]) > CLK_K0_ISSUED:
+                names += [("producer: item decoded", CLK_DECODED), ("Q issued", CLK_Q_ISSUED),
+                          ("K_0 issued", CLK_K0_ISSUED)]
+            names += [("producer: loads issued", CLK_ISSUED), ("Q landed", CLK_Q)]
             names += [(f"tile {t} landed", CLK_LANDED + t) for t in range(TILES_RECORDED)]
             names += [(f"softmax {t} done", CLK_SOFTMAX + t) for t in range(TILES_RECORDED)]
             names += [("products done", CLK_PRODUCTS), ("rows stored", CLK_STORED)]
@@ -118,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="sequence lengths, comma-separated (default: 64,128,256,512)")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="(default: bfloat16)")
     p.add_argument("--calls", type=int, default=3, help="calls per shape; the last is summarised (default: 3)")
+    p.add_argument("--no-flush", action="store_true", help="no L2 flush before the calls: inputs already in L2")
     p.set_defaults(func=record)
     p = sub.add_parser("summarise", help="per shape, when the blocks' steps happen (no GPU)")
     p.add_argument("files", nargs="+", type=Path, help="output of `record`")
