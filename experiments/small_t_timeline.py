@@ -1,12 +1,12 @@
 """Where a small call's time goes, block by block (GPU to record, no GPU to summarise).
 
-`h14t_2_small_t_timeline.patch` makes every block of h14 record SM clock readings of its
+`h14t_1_small_t_timeline.patch` makes every block of h14 record SM clock readings of its
 first item (entry, barriers synced, the producer's item decoded, Q's and K_0's copies
 issued, every copy issued, Q landed, each key tile landed, each softmax done, the products
 done, the rows stored) and the global timer at entry and at the end; a one-thread kernel
-launched after it prints them as lines "TS block f0 .. f23". (`h14t_1` is the first
-version of the patch, without the three producer readings: 20 fields.)
-`h14vt_1_small_t_timeline.patch` is the same readings on top of `h14v_1_v_lands_apart`.
+launched after it prints them as lines "TS block f0 .. f23". `h14s_1` is the first version
+of the patch, without the three producer readings (20 fields); `h14v_2` and `h14d_2` are
+the readings on top of `h14v_1_v_lands_apart` and `h14d_1_item_handed_over`.
 
     python experiments/small_t_timeline.py record --T 64,128,256,512 > timeline.txt
     python experiments/small_t_timeline.py record --no-flush > warm_timeline.txt
@@ -26,13 +26,13 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-DEFAULT_VARIANT = "t=h14+experiments/h14t_2_small_t_timeline.patch"
-FIELDS = (20, 24)  # h14t_1, h14t_2
+DEFAULT_VARIANT = "t=h14+experiments/h14t_1_small_t_timeline.patch"
+FIELDS = (20, 24)  # h14s_1, the others
 # Field numbers of the patch's g_tl rows.
 N, ROW_BLOCK, NS_ENTRY, CLK_ENTRY, CLK_ISSUED, CLK_Q = 0, 1, 2, 3, 4, 5
 CLK_LANDED, CLK_SOFTMAX = 6, 10  # + t, t = 0..3
 CLK_PRODUCTS, CLK_STORED, NS_END, CLK_SYNCED, CLK_CLAIMED = 14, 15, 16, 17, 18
-CLK_DECODED, CLK_Q_ISSUED, CLK_K0_ISSUED = 19, 20, 21  # h14t_2 only
+CLK_DECODED, CLK_Q_ISSUED, CLK_K0_ISSUED = 19, 20, 21  # not in h14s_1
 TILES_RECORDED = 4
 # An H100's SM clock under load (1.76-1.79 GHz in h10's timelines): converts cycles to µs
 # where the global timer cannot (its readings are coarse).
