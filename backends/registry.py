@@ -458,10 +458,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(14, "narrow_rows", "h13 with 64-row blocks, one warpgroup computing, where all of them fit on "
              "the SMs at once (B=1, T <= 704): short chains, no split and no merge", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
-    _version(15, "decoded_once", "h14 with each work item decoded once, by the producer, and handed to the "
-             "consumers in shared memory (they decoded it again after Q landed); narrow row blocks up to two waves "
-             "(B=1, T <= 1408)", dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True,
-             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(15, "narrow_two_waves", "h14 with its 64-row blocks used where they take up to two waves of the "
+             "SMs (B=1, T <= 1408), not one: the second wave is the short blocks", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

@@ -1,15 +1,12 @@
-// Half-precision version 15: half-precision version 14 with each work item decoded once, by
-// the producer, and narrow row blocks up to two waves.
+// Half-precision version 15: half-precision version 14 with its narrow row blocks up to two
+// waves of the SMs.
 //
-// What h14's blocks spend at B=1 before their first product (a timeline of every block,
-// experiments/small_t_timeline.py): the producer decodes the item (integer divisions), issues
-// the copies, and once Q has landed every consumer warpgroup decodes the same item again,
-// about 0.4 us on the chain of every block. Here the producer hands the consumers the item
-// decoded, in shared memory beside its number, and fetches the three tensor maps into the
-// TMA unit while thread 0 initialises the barriers. And the narrow 64-row blocks are used
-// where they take up to two waves of the SMs (B=1, H=12: T <= 1,408), not one: the later
-// blocks are the shorter ones (longest first), and the hardware hands them to the SMs that
-// finish first.
+// h14 used 64-row blocks where all of them fit on the SMs at once (B=1, H=12: T <= 704). At
+// B=1 T=1024 its 192-row blocks were split and merged (1.06x cuDNN). Here the narrow blocks
+// are used where they take up to two waves (B=1, H=12: T <= 1,408): the blocks go longest
+// first, so the second wave is the short ones, and the hardware hands each to the SM that
+// finishes first. Three waves lose (T=2048: a lone warpgroup's tiles cost more than h13's
+// split blocks); the notes have the numbers.
 //
 // h14's notes, kept as they were:
 //
@@ -47,12 +44,8 @@ constexpr int kWarpgroupThreads = 128;  // 4 warps issue one wgmma together
 constexpr int kConsumerThreads = kWarpgroups * kWarpgroupThreads;
 constexpr int kThreads = kConsumerThreads + kWarpgroupThreads;  // and the producer warpgroup
 // Registers per thread after setmaxnreg: the producer's and the consumers' (multiples of 8).
-constexpr int kProducerRegisters = 32;  // h14's 24 spill the item it hands over
+constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 160;
-static_assert(kWarpgroups * kWarpgroupThreads * kConsumerRegisters +
-                      kWarpgroupThreads * kProducerRegisters <=
-                  64 * 1024,
-              "the registers setmaxnreg hands out must fit the SM's 64K the block holds");
 constexpr int kLanes = 32;
 constexpr int kMmaM = 16;  // rows of one warp's part of a wgmma ...
 constexpr int kMmaN = 8;  // ... columns of one accumulator slice ...
@@ -86,21 +79,18 @@ constexpr int kQTileBytes = kWarpgroupRows * kRowBytes;  // one warpgroup's rows
 constexpr int kKVTileBytes = kTiles.B_c * kRowBytes;  // K_j or V_j: 16 KB
 
 // Shared memory, every tile 1,024-byte aligned for the swizzle: two Q_i buffers (three 8 KB
-// thirds each, one per warpgroup), kStages x (K_j, V_j), the mbarriers, then each Q buffer's
-// item (its number and its decoded fields); 1 KB of slack to align the start: 181,400 bytes,
-// over the 48 KB default (the launcher opts in).
+// thirds each, one per warpgroup), kStages x (K_j, V_j), the mbarriers, then the item number
+// of each Q buffer; 1 KB of slack to align the start: 181,352 bytes, over the 48 KB default
+// (the launcher opts in).
 // Per stage a "tile landed" and a "tile released" barrier; per Q buffer a "landed" and a
 // "released" one.
 constexpr int kQBuffers = 2;  // this item's Q and the next one's
 constexpr int kQBytes = kWarpgroups * kQTileBytes;  // one item's Q_i: 24 KB
 constexpr int kBarriers = 2 * kStages + 2 * kQBuffers;
-// Per Q buffer the item number and the item decoded (bh, y, i, j_begin, n, splits): the
-// consumers read the item instead of decoding it again.
-constexpr int kItemInts = 7;
 size_t smem_bytes(Tiles) {
   return kAtomBytes + static_cast<size_t>(kQBuffers) * kQBytes +
          static_cast<size_t>(2 * kStages) * kKVTileBytes + kBarriers * sizeof(uint64_t) +
-         kQBuffers * kItemInts * sizeof(int);
+         kQBuffers * sizeof(int);
 }
 
 __host__ __device__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -160,8 +150,6 @@ SplitPlan plan_splits(const HalfArgs& a, const DeviceLimits& limits) {
   const int64_t heads = a.batch * a.num_heads;
   const int64_t slots = static_cast<int64_t>(limits.sm_count) * kBlocksPerSm;
   const RowBlocks narrow = {T, 1};
-  // Narrow blocks up to two waves: the hardware hands the later ones, the shorter (longest
-  // first), to the SMs that finish first.
   if (heads * narrow.count() <= kNarrowWaves * slots)
     return {narrow.W, narrow.count(), narrow.tiles(narrow.count() - 1), 1};
   const RowBlocks rb = {T, kWarpgroups};
@@ -612,14 +600,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int T_c = ceil_div(T, B_c);
   const int items = heads * row_blocks * max_splits;
 
-  // The producer thread fetches the tensor maps into the TMA unit while thread 0 initialises
-  // the barriers, so that its first copies need not wait for them.
-  if (threadIdx.x == kConsumerThreads) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&q_map)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&k_map)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&v_map)) : "memory");
-  }
-
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
       barrier_init(&landed[st], 1);  // the producer's arrival (and the bytes)
@@ -663,18 +643,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         const int qb = q % kQBuffers;
         if (q >= kQBuffers) barrier_wait(&q_released[qb], (q / kQBuffers - 1) % 2);
         if (k >= items) {
-          item_of[qb * kItemInts] = -1;  // no more items: the consumers leave
+          item_of[qb] = -1;  // no more items: the consumers leave
           barrier_arrive(&q_landed[qb]);
           break;
         }
-        volatile int* handed = item_of + qb * kItemInts;
-        handed[0] = k;
-        handed[1] = item.bh;
-        handed[2] = item.y;
-        handed[3] = item.i;
-        handed[4] = item.j_begin;
-        handed[5] = item.n;
-        handed[6] = item.splits;
+        item_of[qb] = k;
         const int b = item.bh / H, h = item.bh % H;
         // The rows of the W warpgroups that hold the block's rows, those before row 0 or
         // past T read as zeros (the bytes counted all the same).
@@ -721,16 +694,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     barrier_wait(&q_landed[qb], (q / kQBuffers) % 2);
     // Read through a shuffle from lane 0, so that the compiler knows the item (and all that
     // is decoded from it: stages, descriptors, loop bounds) is the same in every lane.
-    const volatile int* handed = item_of + qb * kItemInts;
-    const int k = __shfl_sync(0xffffffffu, handed[0], 0);
+    const int k = __shfl_sync(0xffffffffu, item_of[qb], 0);
     if (k < 0) break;
-    WorkItem item;  // as the producer decoded it
-    item.bh = __shfl_sync(0xffffffffu, handed[1], 0);
-    item.y = __shfl_sync(0xffffffffu, handed[2], 0);
-    item.i = __shfl_sync(0xffffffffu, handed[3], 0);
-    item.j_begin = __shfl_sync(0xffffffffu, handed[4], 0);
-    item.n = __shfl_sync(0xffffffffu, handed[5], 0);
-    item.splits = __shfl_sync(0xffffffffu, handed[6], 0);
+    WorkItem item;
+    decode(k, heads, row_blocks, group_heads, tiles_per_split, max_splits, rb, &item);
     const int b = item.bh / H, h = item.bh % H;
     const int i = item.i, j_begin = item.j_begin, n = item.n;
     const int row0 = rb.warpgroup_row(i, wg);  // this warpgroup's first row
