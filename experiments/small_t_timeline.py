@@ -48,6 +48,10 @@ def record(args: argparse.Namespace) -> int:
     from harness.reference import random_qkv
     from harness.study import GPT2_HEADS, Shape
 
+    if min(args.B, args.calls) < 1:
+        raise SystemExit("--B and --calls must be at least 1")
+    if not torch.cuda.is_available():
+        raise SystemExit("record needs a CUDA device (summarise does not)")
     device = torch.device("cuda")
     timer = DeviceTimer(device)
     patched = variants.materialize(variants.parse_spec(args.variant)).attention(device, args.dtype)
@@ -65,6 +69,17 @@ def record(args: argparse.Namespace) -> int:
             torch.cuda.synchronize(device)  # the dump kernel's printf lands here
             sys.stdout.flush()
     return 0
+
+
+def sequence_lengths(text: str) -> list[int]:
+    """'64,128,512' -> [64, 128, 512], each at least 1."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write sequence lengths as integers, comma-separated") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every sequence length must be at least 1")
+    return values
 
 
 def read(path: Path) -> dict[str, list[list[int]]]:
@@ -123,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--variant", default=DEFAULT_VARIANT, help=f"NAME=VERSION+PATCH (default: {DEFAULT_VARIANT})")
     p.add_argument("--plain", default="h14", help="the unpatched backend timed beside it (default: h14)")
     p.add_argument("--B", type=int, default=1, help="batch (default: 1)")
-    p.add_argument("--T", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256, 512],
+    p.add_argument("--T", type=sequence_lengths, default=[64, 128, 256, 512],
                    help="sequence lengths, comma-separated (default: 64,128,256,512)")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="(default: bfloat16)")
     p.add_argument("--calls", type=int, default=3, help="calls per shape; the last is summarised (default: 3)")
