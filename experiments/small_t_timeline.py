@@ -6,7 +6,9 @@ issued, every copy issued, Q landed, each key tile landed, each softmax done, th
 done, the rows stored) and the global timer at entry and at the end; a one-thread kernel
 launched after it prints them as lines "TS block f0 .. f23". `h14s_1` is the first version
 of the patch, without the three producer readings (20 fields); `h14v_2` and `h14d_2` are
-the readings on top of `h14v_1_v_lands_apart` and `h14d_1_item_handed_over`.
+the readings on top of `h14v_1_v_lands_apart` and `h14d_1_item_handed_over`; `h14k_2` on top
+of `h14k_1_narrow_key_halves`, with the lower key half's readings (32 fields; the upper
+half's tiles are numbered from its first).
 
     python experiments/small_t_timeline.py record --T 64,128,256,512 > timeline.txt
     python experiments/small_t_timeline.py record --no-flush > warm_timeline.txt
@@ -27,12 +29,15 @@ from typing import Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_VARIANT = "t=h14+experiments/h14t_1_small_t_timeline.patch"
-FIELDS = (20, 24)  # h14s_1, the others
+FIELDS = (20, 24, 32)  # h14s_1; h14t_1, h14d_2, h14v_2; h14k_2
 # Field numbers of the patch's g_tl rows.
 N, ROW_BLOCK, NS_ENTRY, CLK_ENTRY, CLK_ISSUED, CLK_Q = 0, 1, 2, 3, 4, 5
 CLK_LANDED, CLK_SOFTMAX = 6, 10  # + t, t = 0..3
 CLK_PRODUCTS, CLK_STORED, NS_END, CLK_SYNCED, CLK_CLAIMED = 14, 15, 16, 17, 18
 CLK_DECODED, CLK_Q_ISSUED, CLK_K0_ISSUED = 19, 20, 21  # not in h14s_1
+# h14k_2 only: the lower key half's first and second tiles landed and softmaxes done, its
+# products done, and the upper half past the merge's barrier.
+LOW_LANDED, LOW_SOFTMAX, LOW_LANDED_1, LOW_SOFTMAX_1, LOW_PRODUCTS, MERGE_WAITED = range(24, 30)
 TILES_RECORDED = 4
 # An H100's SM clock under load (1.76-1.79 GHz in h10's timelines): converts cycles to µs
 # where the global timer cannot (its readings are coarse).
@@ -116,6 +121,10 @@ def summarise(args: argparse.Namespace) -> int:
                 names += [("producer: item decoded", CLK_DECODED), ("Q issued", CLK_Q_ISSUED),
                           ("K_0 issued", CLK_K0_ISSUED)]
             names += [("producer: loads issued", CLK_ISSUED), ("Q landed", CLK_Q)]
+            if len(rows[0]) > MERGE_WAITED:
+                names += [("lower half: tile 0 landed", LOW_LANDED), ("lower softmax 0 done", LOW_SOFTMAX),
+                          ("lower tile 1 landed", LOW_LANDED_1), ("lower softmax 1 done", LOW_SOFTMAX_1),
+                          ("lower products done", LOW_PRODUCTS), ("upper: merge barrier passed", MERGE_WAITED)]
             names += [(f"tile {t} landed", CLK_LANDED + t) for t in range(TILES_RECORDED)]
             names += [(f"softmax {t} done", CLK_SOFTMAX + t) for t in range(TILES_RECORDED)]
             names += [("products done", CLK_PRODUCTS), ("rows stored", CLK_STORED)]
