@@ -8,7 +8,8 @@ launched after it prints them as lines "TS block f0 .. f23". `h14s_1` is the fir
 of the patch, without the three producer readings (20 fields); `h14v_2` and `h14d_2` are
 the readings on top of `h14v_1_v_lands_apart` and `h14d_1_item_handed_over`; `h14k_2` on top
 of `h14k_1_narrow_key_halves`, with the lower key half's readings (32 fields; the upper
-half's tiles are numbered from its first).
+half's tiles are numbered from its first); `h15c_2` the same on top of h15 and
+`h15c_1_column_halves`.
 
     python experiments/small_t_timeline.py record --T 64,128,256,512 > timeline.txt
     python experiments/small_t_timeline.py record --no-flush > warm_timeline.txt
