@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from item_timeline import FALLBACK_GHZ as GHZ  # noqa: E402  (cycles to µs, h10's timelines)
 
 DEFAULT_VARIANT = "t=h14+experiments/h14t_1_small_t_timeline.patch"
 FIELDS = (20, 24, 32)  # h14s_1; h14t_1, h14d_2, h14v_2; h14k_2
@@ -40,15 +43,12 @@ CLK_DECODED, CLK_Q_ISSUED, CLK_K0_ISSUED = 19, 20, 21  # not in h14s_1
 # products done, and the upper half past the merge's barrier.
 LOW_LANDED, LOW_SOFTMAX, LOW_LANDED_1, LOW_SOFTMAX_1, LOW_PRODUCTS, MERGE_WAITED = range(24, 30)
 TILES_RECORDED = 4
-# An H100's SM clock under load (1.76-1.79 GHz in h10's timelines): converts cycles to µs
-# where the global timer cannot (its readings are coarse).
-GHZ = 1.77
 
 
 def record(args: argparse.Namespace) -> int:
     import torch
 
-    from backends import registry
+    from backends import precision, registry
     from harness import variants
     from harness.device_timing import DeviceTimer
     from harness.reference import random_qkv
@@ -64,7 +64,7 @@ def record(args: argparse.Namespace) -> int:
     plain = registry.get(args.plain).attention(device, args.dtype)
     for T in args.T:
         shape = Shape(args.B, GPT2_HEADS, T)
-        q, k, v = random_qkv(shape, seed=T, device=device, dtype=getattr(torch, args.dtype))
+        q, k, v = random_qkv(shape, seed=T, device=device, dtype=precision.torch_dtype(args.dtype))
         timing = timer.time(lambda: plain(q, k, v, shape.H))
         print(f"# B={args.B} T={T}: {args.plain} device time {timing.us_device_median:.2f} us", flush=True)
         for call in range(args.calls):
