@@ -461,6 +461,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(15, "narrow_two_waves", "h14 with its 64-row blocks used where they take up to two waves of the "
              "SMs (B=1, T <= 1408), not one: the second wave is the short blocks", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(16, "narrow_kernel", "h15 with its 64-row blocks in a kernel of their own: one consumer warpgroup "
+             "and a producer warp, no turns to wait for", dtypes=precision.HALF, build_flags=_FAST_MATH,
+             strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
