@@ -464,6 +464,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(16, "narrow_kernel", "h15 with its 64-row blocks in a kernel of their own: one consumer warpgroup "
              "and a producer warp, no turns to wait for", dtypes=precision.HALF, build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(17, "s_one_tile_ahead", "h16's narrow kernel with S of the next tile issued before this tile's "
+             "softmax (two S buffers): the softmax never waits for its S", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
