@@ -467,6 +467,9 @@ BACKENDS: tuple[Backend, ...] = (
     _version(17, "s_one_tile_ahead", "h16's narrow kernel with S of the next tile issued before this tile's "
              "softmax (two S buffers): the softmax never waits for its S", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(18, "narrow_three_waves", "h17 with its narrow row blocks used where they take up to three waves of "
+             "the SMs (B=1, T <= 2112): the narrow kernel's tiles now beat the split plan there", dtypes=precision.HALF,
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
