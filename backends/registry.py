@@ -417,9 +417,6 @@ BACKENDS: tuple[Backend, ...] = (
     _version(21, "narrow_kernel", "version 20 with 64-row blocks in a kernel of their own where they fit in two "
              "waves of the SMs (B=1, T <= 1408): one consumer and the splitting producer, no turns, no merge",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
-    _version(22, "s_ahead", "version 21's narrow kernel with S of the next key tile issued around this "
-             "tile's softmax: the tensor cores work while it runs", build_flags=_FAST_MATH, strided_inputs=True,
-             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
