@@ -1,10 +1,10 @@
 // Half-precision version 18: half-precision version 17 with its narrow row blocks up to three
 // waves of the SMs (B=1, H=12: T <= 2,112), not two.
 //
-// h14's three-wave trial (h14b_1) lost 16% at B=1 T=2048: a lone warpgroup's tile then cost
-// 1.0-1.5 us, more than h13's split blocks spend per tile. The narrow kernel of h16 and h17
-// takes about 0.6 us per tile, and at T=2048 the 384 narrow blocks now beat the split plan
-// and its merge. Only kNarrowWaves changes.
+// h14's three-wave trial (h14b_1) lost 16% at B=1 T=2048: 25 narrow tiles per SM in the
+// three-consumer kernel took longer than h13's split plan. The narrow kernel of h16 and h17
+// starts each block about 1.3 us sooner and takes no turns, and at T=2048 its 384 narrow
+// blocks now beat the split plan and its merge by 1-3%. Only kNarrowWaves changes.
 //
 // h17's notes, kept as they were:
 //
@@ -15,7 +15,8 @@
 // softmax: every tile's chain held S_t's 256 tensor cycles and their latency, then the
 // softmax. Here the narrow kernel keeps two S buffers. Step t issues S_{t+1} and
 // P_{t-1} V_{t-1} and runs the softmax of S_t, which completed during the step before, while
-// they run: the chain is the softmax, with the products beside it. The wgmma queue takes about
+// they run (measured: 0.2-0.6 us less at B=1, T >= 256, a fixed part rather than one per tile;
+// the notes have the numbers and the code size it costs). The wgmma queue takes about
 // 8 at once (the experiments notes' overlap probe), so the step issues S_{t+1} and half of
 // P V before the softmax and the other half once the rows' maxima are known. Each step waits
 // for all its products before the next one, so that no accumulator is in flight across the
@@ -30,13 +31,13 @@
 //
 // h14 and h15 ran a narrow block (64 rows) in the three-consumer kernel: its last warpgroup
 // computed the rows and the other two idled, but still took part in every turn at the tensor
-// cores. So each key tile of the lone warpgroup's chain waited for two idle warpgroups to
-// wait for the tile, release it and pass the turn on (h14's timeline: 0.12-0.23 us from a
-// softmax to the next tile's products, for a tile that had landed long before). Here the
-// narrow plan launches narrow_attention_kernel: warps 0-3 are the only consumer, warp 4
-// issues the copies, and nothing waits for a turn. With 160 threads a block's registers are
-// its own (up to 255 per thread, no setmaxnreg). Every other plan runs h15's kernel,
-// unchanged.
+// cores, and the block carried the persistent grid's machinery for its one item (512
+// threads, setmaxnreg, two Q buffers, the item decoded by the producer and again by every
+// consumer). Here the narrow plan launches narrow_attention_kernel: warps 0-3 are the only
+// consumer, warp 4 issues the copies, nothing waits for a turn, and block b computes item b.
+// With 160 threads a block's registers are its own (up to 255 per thread, no setmaxnreg).
+// (Measured: each block starts about 1.3 us sooner; a key tile costs what it did. The notes
+// have the numbers.) Every other plan runs h15's kernel, unchanged.
 //
 // h15's notes, kept as they were:
 //
