@@ -267,13 +267,17 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], token_counts: Sequen
         results_dir: Path, resume: bool = True, excluded: dict[tuple[str, str], str] | None = None,
         device: torch.device) -> Path:
     """Time generation for every backend in each of `dtypes`; one CSV row per (backend, dtype,
-    length); returns the file. In each dtype the tokens reference (naive) is measured first
-    (added if missing) unless its rows exist."""
+    length); returns the file. In each dtype the tokens reference (naive) is measured first and
+    the dtype's kernel reference (sdpa-efficient in float32, sdpa-cudnn in half precision: what
+    the README's GPT-2 ratios divide by) next, each added if missing, unless their rows of this
+    setup exist: a sweep of a few versions still has its ratios' reference in the same run, as
+    the kernel benchmark does."""
     plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), tuple(sorted(token_counts)))
     sweep = Sweep(source, plan, device, results_dir, resume)
     excluded = excluded or {}
     for dtype in dtypes:
-        order = registry.with_required(backends, registry.TOKENS_REFERENCE)
+        order = registry.with_required(registry.with_required(backends, registry.kernel_reference(dtype)),
+                                       registry.TOKENS_REFERENCE)
         _, reasons = registry.partition(order, Target.of(device), dtype)
         reasons.update({name: why for (name, d), why in excluded.items() if d == dtype})
         reasons.update({b.name: b.end_to_end for b in order if b.end_to_end and b.name not in reasons})

@@ -81,14 +81,20 @@ def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         bench_e2e.run(backends, ["float32"], COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
     path = next(tmp_path.glob("*/e2e.csv"))
-    assert {(r.backend, r.dtype, r.tokens) for r in E2E.read(path).rows} == {("naive", "float32", n) for n in COUNTS}
+    # naive first, then the dtype's kernel reference (added although not asked for, so that the
+    # README's ratios have it in the same run): on a CPU it cannot run, and its rows say so.
+    reference = registry.kernel_reference("float32")
+    stored = E2E.read(path).rows
+    assert {(r.backend, r.dtype, r.tokens) for r in stored} == {
+        (name, "float32", n) for name in ("naive", reference) for n in COUNTS}
+    assert all(r.status != "ok" for r in stored if r.backend == reference)
 
     calls.clear()
     interrupt_at = 0
     bench_e2e.run(backends, ["float32"], COUNTS, source=TINY, results_dir=tmp_path, device=cpu)
     assert len(calls) == 2, "the resumed sweep measures only what is missing (sdpa-math, broken)"
     rows = {(r.backend, r.tokens): r for r in E2E.read(path).rows if r.dtype == "float32"}
-    assert len(rows) == len(backends) * len(COUNTS)
+    assert len(rows) == (len(backends) + 1) * len(COUNTS)  # and the kernel reference
     model = tiny_model(registry.get("naive").attention("cpu"))
     for n in COUNTS:
         naive, math, broken = rows[("naive", n)], rows[("sdpa-math", n)], rows[("broken", n)]
