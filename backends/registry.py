@@ -417,6 +417,17 @@ BACKENDS: tuple[Backend, ...] = (
     _version(21, "narrow_kernel", "version 20 with 64-row blocks in a kernel of their own where they fit in two "
              "waves of the SMs (B=1, T <= 1408): one consumer and the splitting producer, no turns, no merge",
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(22, "pv_behind_softmax", "version 21's narrow kernel with P V of the last tile issued behind this "
+             "tile's S, so that it runs during the softmax; K and V of a stage released apart",
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(23, "split_loads_first", "version 22 with the producer's split passes reading the whole raw tile "
+             "before writing any part: the compiler had kept each read behind the last store (possible "
+             "aliasing), so the passes ran one after the other", build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(24, "merge_in_kernel", "version 23 with the narrow blocks' keys cut into pieces where one wave leaves "
+             "SMs idle (B=1, T <= 704): the last piece of a row block to finish merges the others in the "
+             "kernel (an atomic counter per row block), no second launch", build_flags=_FAST_MATH,
+             strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
