@@ -57,12 +57,19 @@ def _driver_version() -> str:
         return "unknown"
 
 
+COMMIT_DIGITS = 12  # rows name commits as `git rev-parse --short=12` does
+
+
 def git_commit() -> str:
-    """STUDY_COMMIT if set (a copy of the tree without .git), else git's HEAD (+ '-dirty')."""
+    """STUDY_COMMIT if set (a copy of the tree without .git), else git's HEAD (+ '-dirty'). A
+    full hexadecimal hash in STUDY_COMMIT is shortened to git's 12 digits, so that every row
+    names its commit in one form."""
     if os.environ.get("STUDY_COMMIT"):
-        return os.environ["STUDY_COMMIT"]
+        given = os.environ["STUDY_COMMIT"].strip()
+        is_hash = len(given) > COMMIT_DIGITS and all(c in "0123456789abcdefABCDEF" for c in given)
+        return given[:COMMIT_DIGITS].lower() if is_hash else given
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=PROJECT_ROOT,
+        head = subprocess.run(["git", "rev-parse", f"--short={COMMIT_DIGITS}", "HEAD"], cwd=PROJECT_ROOT,
                               capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return "unknown"

@@ -93,3 +93,17 @@ def test_a_reader_that_cannot_go_on_reports_the_rest_of_the_file(tmp_path, monke
     result = CORRECTNESS.read(path)
     assert [r.T for r in result.rows] == [1]
     assert result.problems == [f"{path}:3: skipped the rest of the file (stuck)"]
+
+
+def test_study_commit_names_the_commit_in_git_s_short_form(monkeypatch):
+    """A full hash in STUDY_COMMIT is written as the 12 digits the rows of a checkout with
+    .git carry, so that one commit is never named two ways in the CSVs; anything else
+    (a short hash, a tag) is written as given."""
+    from backends import environment
+
+    monkeypatch.setenv("STUDY_COMMIT", "A871D7D0F3A57ACCB78D5A0D32E130089FEA384C")
+    assert environment.git_commit() == "a871d7d0f3a5"
+    monkeypatch.setenv("STUDY_COMMIT", "a871d7d")
+    assert environment.git_commit() == "a871d7d"
+    monkeypatch.setenv("STUDY_COMMIT", "release-candidate-of-the-study")
+    assert environment.git_commit() == "release-candidate-of-the-study"
