@@ -428,6 +428,10 @@ BACKENDS: tuple[Backend, ...] = (
              "SMs idle (B=1, T <= 704): the last piece of a row block to finish merges the others in the "
              "kernel (an atomic counter per row block), no second launch", build_flags=_FAST_MATH,
              strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(25, "q_by_copies", "version 24 with the narrow kernel's Q copied in 16-byte chunks to shared memory "
+             "and read from there into the A fragments, not loaded by 32 scalar loads per thread: off the "
+             "critical path of every narrow block's start", build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
