@@ -432,6 +432,17 @@ BACKENDS: tuple[Backend, ...] = (
              "and read from there into the A fragments, not loaded by 32 scalar loads per thread: off the "
              "critical path of every narrow block's start", build_flags=_FAST_MATH, strided_inputs=True,
              alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(26, "merge_in_cluster", "version 25 with the two pieces of a split narrow row block launched "
+             "as a cluster of two: the shorter piece stores its partial result into the other's shared "
+             "memory (st.async), which merges it on chip; no counters, no workspace",
+             build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(27, "shorter_merging_piece", "version 26 with piece 0 of a split narrow row block, the one that "
+             "merges, a tile shorter where piece 1 can take the rest, so that the unsplit row blocks end the "
+             "call", build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(28, "cut_saving_two_tiles", "version 27 cutting narrow row blocks into pieces wherever that "
+             "shortens the longest chain by 2 tiles, not 3: the merge on chip costs less than a tile "
+             "(B=1: T=193-320 now in pieces)", build_flags=_FAST_MATH, strided_inputs=True,
+             alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,
