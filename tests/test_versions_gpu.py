@@ -37,6 +37,10 @@ def bounds(dtype: str, ref: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     vendors = vendor_functions(torch.device("cuda"), dtype) if precision.is_half(dtype) else []
     return bounds_for(dtype, ref, vendors, q, k, v, H)
 SEQ_LENS = [1, 2, 31, 32, 33, 47, 48, 49, 63, 64, 65, 127, 128, 129, 511, 512, 513, 1024, 2047]
+# B=1, GPT-2 small (H=12): lengths where the small-call plans of the newer versions cut a
+# row block's keys into pieces merged in the kernel (versions 24-28: 321-512; 28 also
+# 193-320 and 513-576), none of them in SEQ_LENS but 511-513.
+SMALL_CALL_SEQ_LENS = [200, 300, 449, 560]
 WIDTHS = [(768, 12), (1024, 16)]  # (C, num_heads): GPT-2 small and medium
 BATCHES = [1, 3]
 SCORE_SCALE_LARGE = 12.5  # scores with std 12.5 reach about +-50 over these sizes
@@ -78,6 +82,14 @@ def test_matches_float64_reference(version_ops, name, dtype, T, C, H, B):
     out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
     assert out.shape == q.shape and out.is_contiguous() and out.dtype == q.dtype
     check(out, ref, limits, f"{name} {dtype} B={B} T={T} C={C}")
+
+
+@pytest.mark.parametrize("T", SMALL_CALL_SEQ_LENS)
+@pytest.mark.parametrize("name,dtype", VERSION_DTYPES, ids=IDS)
+def test_small_call_plans_match_float64_reference(version_ops, name, dtype, T):
+    q, k, v, ref, limits = case(1, T, 768, 12, dtype=dtype)
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, 12)
+    check(out, ref, limits, f"{name} {dtype} B=1 T={T} C=768")
 
 
 @pytest.mark.parametrize("B", BATCHES)
