@@ -1,8 +1,8 @@
 """Where a float32 narrow block's time goes, step by step (no GPU: summarises a recording).
 
-`v22t_1_timeline.patch`, `v23t_1_timeline.patch` and `v24t_1_timeline.patch` make every block
-of the narrow kernel (versions 22-24) record SM clock readings (`clock64`, cycles of the
-block's own SM) and a one-thread kernel launched after it print them as lines
+`v22t_1_timeline.patch` to `v26t_1_timeline.patch` (one per version, 22-26) make every block
+of the narrow kernel record SM clock readings (`clock64`, cycles of the block's own SM) and
+a one-thread kernel launched after it print them as lines
 "TS block f0 .. f79". Record them on a GPU with, e.g.,
 
     python -m harness call "v22t=v22+experiments/v22t_1_timeline.patch" \\
@@ -17,9 +17,13 @@ The fields, as the patches number them (cycles, 0 = not recorded):
 - 0 entry, 1 n (the block's key tiles), 2 Q split into registers, 3 K_0 ready (the
   consumer's wait done), 4 S_0 complete, 5 S_0's softmax and P_0's split done;
 - for loop step j = 1 .. 8, at 6 + 4 (j - 1): its barrier waits done, S_j complete, the
-  softmax of S_j done, P_{j-1} V_{j-1} complete;
+  softmax of S_j done, P_{j-1} V_{j-1} complete (`v25s_2_timeline.patch`, whose steps run in
+  another order: the wait for V_{j-1} done, the softmax of S_j done, P_{j-1} V_{j-1}
+  complete and joined, S_{j+1} complete; the columns' names then do not apply);
 - 35 (v24) the merge's path begun (before the look at the other piece's counter), 36 (v24)
-  counted finished (a piece that wrote its partial), 37 (v24) merged,
+  counted finished (a piece that wrote its partial), 37 (v24) merged; in v26 (the merge in a
+  cluster) 35 is piece 0's wait for the inbox begun, or piece 1's wait at the cluster barrier,
+  36 piece 1's stores into piece 0's inbox issued (printed as "counted"), 37 piece 0 merged;
   38 the last P V complete, 39 the rows stored;
 - for the producer's tile t = 0 .. 7, at 40 + 5 t: raw tile t landed, K_{t-2} released, K_t
   split and ready, V_{t-2} released, V_t split and ready.
