@@ -21,8 +21,8 @@ from harness.study import Shape
 # T=513 versions 17, h01-h06 split row blocks into several multi-tile splits and merge them;
 # B=4, H=16, T=641 has 256 row blocks of 192 rows, more than an H100's 132 SMs, so that h06's
 # persistent grid runs several work items per block; B=4, H=16, T=1025, 384, more than twice
-# 132, so that h10's does; at B=1, H=12, T=449 version 24 cuts its narrow row blocks into two
-# pieces and merges them in the kernel.
+# 132, so that h10's does; at B=1, H=12, T=449 versions 24-28 cut their narrow row blocks into
+# two pieces and merge them in the kernel (26-28 through a cluster of two blocks).
 SHAPES = (Shape(1, 12, 1), Shape(2, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(2, 12, 130),
           Shape(2, 12, 193), Shape(1, 12, 449), Shape(1, 12, 513), Shape(4, 16, 641),
           Shape(4, 16, 1025))

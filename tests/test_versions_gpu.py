@@ -87,9 +87,10 @@ def test_matches_float64_reference(version_ops, name, dtype, T, C, H, B):
 @pytest.mark.parametrize("T", SMALL_CALL_SEQ_LENS)
 @pytest.mark.parametrize("name,dtype", VERSION_DTYPES, ids=IDS)
 def test_small_call_plans_match_float64_reference(version_ops, name, dtype, T):
-    q, k, v, ref, limits = case(1, T, 768, 12, dtype=dtype)
-    out = call_on_poisoned_memory(version_ops[name], q, k, v, 12)
-    check(out, ref, limits, f"{name} {dtype} B=1 T={T} C=768")
+    C, H = WIDTHS[0]  # GPT-2 small: the plans' cut ranges above are for H=12
+    q, k, v, ref, limits = case(1, T, C, H, dtype=dtype)
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    check(out, ref, limits, f"{name} {dtype} B=1 T={T} C={C}")
 
 
 @pytest.mark.parametrize("B", BATCHES)
