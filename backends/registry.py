@@ -499,6 +499,10 @@ BACKENDS: tuple[Backend, ...] = (
     _version(18, "narrow_three_waves", "h17 with its narrow row blocks used where they take up to three waves of "
              "the SMs (B=1, T <= 2112): the narrow kernel's tiles now beat the split plan there", dtypes=precision.HALF,
              build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(19, "items_back_to_back", "h18's three-consumer kernel with an item's last P V issued in the next "
+             "item's first turn, behind its S_0: no turn at the tensor cores with one product alone",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

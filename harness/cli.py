@@ -228,6 +228,8 @@ def cmd_try(args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    if not args.variants and not args.against:
+        raise CommandError(f"name a variant ({variants.SPEC_FORM}) or backends to time with --against")
     try:
         specs = [variants.parse_spec(text) for text in args.variants]
     except variants.VariantError as err:
@@ -521,8 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "then times them at the benchmark shapes with the dtype's kernel reference "
                                    "(sdpa-efficient in float32, sdpa-cudnn in bfloat16/float16) in the same "
                                    "rounds. Nothing goes to results/.")
-    p.add_argument("variants", nargs="+", metavar="NAME=VERSION+PATCH",
-                   help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch")
+    p.add_argument("variants", nargs="*", metavar="NAME=VERSION+PATCH",
+                   help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch; "
+                        "none, with --against: those backends alone (a new version beside its parent)")
     p.add_argument("--against", default=None,
                    help="backends to compare with, comma-separated (default: the variants' versions; "
                         f"{registry.KERNEL_REFERENCE} is always timed)")

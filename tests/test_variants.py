@@ -170,6 +170,12 @@ def test_try_refuses_a_dtype_its_versions_do_not_take(capsys):
     assert "--dtype bfloat16: v16 (not available for bfloat16" in err, err
 
 
+def test_try_needs_a_variant_or_backends_to_time(capsys):
+    assert harness_cli.main(["try", "--compile-only"]) == 2
+    err = capsys.readouterr().err
+    assert "name a variant" in err and "--against" in err, err
+
+
 def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference():
     shape = Shape(1, 12, 512)
     times = {(registry.KERNEL_REFERENCE, shape): [60.0, 62.0, 61.0], ("v16p", shape): [20.0, 40.0, 30.0]}
