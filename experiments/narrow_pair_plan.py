@@ -8,6 +8,10 @@ a head into one block, lowers L by one. This script repeats that arithmetic and 
 kernel's block mapping line by line, so that a change to either can be checked here first:
 
     python experiments/narrow_pair_plan.py --heads 12 --max-row-blocks 11
+
+`v28q_1_pair_by_compile_time_roles.patch` has the same plan and mapping. Both were measured
+on the H200 and not adopted (slower at every narrow shape: experiments/README.md, "the
+float32 narrow kernel after version 25").
 """
 from __future__ import annotations
 
