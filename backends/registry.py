@@ -503,6 +503,10 @@ BACKENDS: tuple[Backend, ...] = (
              "item's first turn, behind its S_0: no turn at the tensor cores with one product alone",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(20, "row_sums_by_tensor_cores", "h19's three-consumer kernel with the softmax's row sums computed "
+             "by the tensor cores: P V against V and 8 columns of ones (m64n72k16), no FADDs per score",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
