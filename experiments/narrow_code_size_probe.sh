@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Instruction fetch in the float32 narrow kernel at B=1 (GPU, one device call): `harness try`
-# of the variants beside v28 at every benchmark shape (skipped when only backends are given),
-# then ncu of each one's narrow kernel at B=1, T in SHAPES: duration, active cycles,
+# of the variants and backends given, beside v28, at every benchmark shape, then ncu of each one's narrow kernel at B=1, T in SHAPES: duration, active cycles,
 # instructions and the warps' stall reasons per issued instruction, "no_instruction" (the
 # instruction fetch) among them; once with ncu's default cache control (L1 and L2 flushed
 # before the kernel, as the study's timing flushes the L2) and once with the caches kept.
@@ -12,13 +11,13 @@ read -r -a ALL <<< "${1:?backends and variants}"
 ROUNDS=${2:-3}
 SHAPES=${SHAPES:-512}
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
-TRY=()
-for x in "${ALL[@]}"; do [[ $x == *=* ]] && TRY+=("$x"); done
-if ((${#TRY[@]})); then
-  timeout 400 python -m harness try --rounds "$ROUNDS" --against v28 --log "$OUT/try.log" \
-    "${TRY[@]}" > "$OUT/try_stdout.txt" 2>&1 || echo "try exited with $? (see try_stdout.txt)"
-  tail -14 "$OUT/try.log"
-fi
+TRY=() AGAINST=v28
+for x in "${ALL[@]}"; do
+  if [[ $x == *=* ]]; then TRY+=("$x"); elif [[ $x != v28 ]]; then AGAINST+=",$x"; fi
+done
+timeout 400 python -m harness try --rounds "$ROUNDS" --against "$AGAINST" --log "$OUT/try.log" \
+  "${TRY[@]}" > "$OUT/try_stdout.txt" 2>&1 || echo "try exited with $? (see try_stdout.txt)"
+tail -14 "$OUT/try.log"
 M=gpu__time_duration.sum,sm__cycles_active.avg,smsp__inst_executed.sum
 for r in no_instruction imc_miss long_scoreboard wait barrier branch_resolving short_scoreboard \
          math_pipe_throttle sleeping; do

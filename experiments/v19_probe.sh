@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Development probe of the float32 Hopper versions (GPU, one device call): the GPU tests of
-# VERSIONS, then `harness try` (float32, every benchmark shape) of TRY_VARIANTS beside BASE,
-# VERSIONS and sdpa-efficient (skipped when there are no variants: `try` needs one), then ncu
+# VERSIONS, then `harness try` (float32, every benchmark shape) of TRY_VARIANTS, if any,
+# beside BASE, VERSIONS and sdpa-efficient, then ncu
 # of BASE, VERSIONS and the variants: duration, tensor-pipe, MUFU (XU) and issue utilisation,
 # L1/shared-memory throughput and wavefronts, DRAM and L2, the main stall reasons.
 #   OUT=/some/dir [VERSIONS=v19,v20] [BASE=v18] [KERNEL=causal_attention_kernel] \
@@ -21,12 +21,8 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
 timeout 420 python -m pytest -q --maxfail=5 -m gpu tests -k "${VERSIONS//,/ or }" \
   > "$OUT/tests.log" 2>&1 || echo "GPU tests exited with $? (see tests.log)"
 tail -n 3 "$OUT/tests.log"
-if [[ ${#TRY[@]} -gt 0 ]]; then
-  timeout 300 python -m harness try --dtype float32 --rounds "$ROUNDS" --against "$BASE,$VERSIONS" \
-    --log "$OUT/try.log" "${TRY[@]}" > "$OUT/try_stdout.txt" 2>&1 || echo "try exited with $? (see try_stdout.txt)"
-else
-  echo "no TRY_VARIANTS: try skipped (it times variants beside versions)"
-fi
+timeout 300 python -m harness try --dtype float32 --rounds "$ROUNDS" --against "$BASE,$VERSIONS" \
+  --log "$OUT/try.log" "${TRY[@]}" > "$OUT/try_stdout.txt" 2>&1 || echo "try exited with $? (see try_stdout.txt)"
 METRICS=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 METRICS+=,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active
 METRICS+=,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
