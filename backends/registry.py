@@ -507,6 +507,10 @@ BACKENDS: tuple[Backend, ...] = (
              "by the tensor cores: P V against V and 8 columns of ones (m64n72k16), no FADDs per score",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(21, "lean_step", "h20's three-consumer kernel with fewer instructions per step: O rescaled only "
+             "when a row's maximum grows by more than 2^8 (lazy rescale), wgmma descriptors stepped by one add",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
