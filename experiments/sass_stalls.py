@@ -40,7 +40,7 @@ def read_function(path: Path, function: str, dtype: str | None) -> list[Instruct
     """The instructions of the first function whose name contains `function` (and the
     dtype's name, e.g. bf16 -> __nv_bfloat16 / half -> __half)."""
     type_names = {"bf16": "nv_bfloat16", "f16": "6__half", None: ""}
-    lines = path.read_text().splitlines()
+    lines = path.read_text(errors="replace").splitlines()
     start = None
     for number, line in enumerate(lines):
         if "Function :" in line and function in line and type_names[dtype] in line:
@@ -97,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--to", dest="end", default="WARPGROUP.DEPBAR.LE gsb0, 0x0",
                         help="text of the instruction that closes it")
     args = parser.parse_args(argv)
+    if not args.sass.is_file():
+        parser.error(f"{args.sass}: no such file")
     code = read_function(args.sass, args.function, args.dtype)
     found = regions(code, args.begin, args.end)
     if not found:

@@ -33,7 +33,7 @@ PHASES = (
 def read_last_launch(path: Path) -> dict[int, list[tuple[int, ...]]]:
     """Warpgroup -> its steps, each (t, e0 .. e7), from the last launch in the file."""
     launches: list[dict[int, list[tuple[int, ...]]]] = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if not line.startswith("TS "):
             continue
         fields = line.split()[1:]
@@ -81,7 +81,11 @@ def summarise(path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path, help="outputs of the patched kernel")
-    for path in parser.parse_args(argv).files:
+    args = parser.parse_args(argv)
+    for path in args.files:
+        if not path.is_file():
+            parser.error(f"{path}: no such file")
+    for path in args.files:
         summarise(path)
 
 

@@ -95,3 +95,11 @@ def test_the_sass_reader_says_what_it_did_not_find(sass, tmp_path):
         sass.main([str(path), "--function", "other"])
     with pytest.raises(SystemExit, match="no region from"):
         sass.main([str(path), "--function", "kernel", "--dtype", "f16"])
+
+
+def test_a_missing_file_is_a_usage_error(timeline, sass, tmp_path, capsys):
+    for script in (timeline, sass):
+        with pytest.raises(SystemExit) as stop:
+            script.main([str(tmp_path / "missing.txt")])
+        assert stop.value.code == 2
+        assert "missing.txt: no such file" in capsys.readouterr().err
