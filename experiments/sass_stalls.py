@@ -37,8 +37,8 @@ class Instruction:
 
 
 def read_function(path: Path, function: str, dtype: str | None) -> list[Instruction]:
-    """The instructions of the first function whose name contains `function` (and the
-    dtype's name, e.g. bf16 -> __nv_bfloat16 / half -> __half)."""
+    """The instructions of the first function whose name contains `function` (and, given a
+    dtype, its instantiation's mangled type: bf16 -> __nv_bfloat16, f16 -> __half)."""
     type_names = {"bf16": "nv_bfloat16", "f16": "6__half", None: ""}
     lines = path.read_text(errors="replace").splitlines()
     start = None
@@ -74,6 +74,19 @@ def regions(code: list[Instruction], begin: str, end: str) -> list[list[Instruct
     return found
 
 
+def variants(region: list[Instruction]) -> list[list[Instruction]]:
+    """The region cut after each unconditional branch: a softmax per mask, each ending in a
+    branch to the join."""
+    parts, current = [], []
+    for instruction in region:
+        current.append(instruction)
+        if instruction.opcode == "BRA" and not instruction.text.startswith("@"):
+            parts.append(current)
+            current = []
+    parts.append(current)
+    return [part for part in parts if part]
+
+
 def report(region: list[Instruction], label: str) -> None:
     by_opcode: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for instruction in region:
@@ -104,16 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not found:
         raise SystemExit(f"no region from {args.begin!r} to {args.end!r}")
     for region in found:
-        # The region's variants (a softmax per mask) end in unconditional branches to the
-        # join; each is reported alone.
-        parts, current = [], []
-        for instruction in region:
-            current.append(instruction)
-            if instruction.opcode == "BRA" and not instruction.text.startswith("@"):
-                parts.append(current)
-                current = []
-        parts.append(current)
-        for part in (p for p in parts if p):
+        for part in variants(region):
             report(part, f"{part[0].address:#06x}-{part[-1].address:#06x}")
 
 
