@@ -511,6 +511,11 @@ BACKENDS: tuple[Backend, ...] = (
              "when a row's maximum grows by more than 2^8 (lazy rescale), wgmma descriptors stepped by one add",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(22, "exponentials_first", "h21's three-consumer kernel with the exponentials of an unmasked tile "
+             "before its maximum: P with the rows' m, the largest exponent checked beside the MUFU, S again by "
+             "mma.sync on the rare tile where it grew past 2^8",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

@@ -28,14 +28,30 @@ class VersionOps(dict):
         pytest.skip(f"{name}: {self.unavailable.get(name, 'not built')}")
 
 
+def versions_used(items: list[pytest.Item]) -> set[str] | None:
+    """The versions that the selected tests taking `version_ops` name in their `name`
+    parameter; None (all of them) if one of those tests names none."""
+    names: set[str] = set()
+    for item in items:
+        if "version_ops" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "name" not in params:
+            return None
+        names.add(params["name"])
+    return names
+
+
 @pytest.fixture(scope="session")
-def version_ops() -> VersionOps:
-    """Every version's op this GPU can run, built once per session (a no-op when build/ is
-    up to date)."""
+def version_ops(request: pytest.FixtureRequest) -> VersionOps:
+    """The op of every version the selected tests use (all of them without -k), if this GPU
+    can run it, built once per session in parallel (a no-op when build/ is up to date)."""
     from backends.extension import load_op
     from harness.build import build_all
 
-    runnable, unavailable = registry.partition(registry.versions(), Target.of("cuda"))
+    used = versions_used(request.session.items)
+    selected = [v for v in registry.versions() if used is None or v.name in used]
+    runnable, unavailable = registry.partition(selected, Target.of("cuda"))
     results = build_all(runnable)
     failed = [r for r in results if not r.ok]
     assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)

@@ -10,6 +10,7 @@ inputs (a masking or indexing error is 10^2-10^3 times that).
 from __future__ import annotations
 
 import functools
+import math
 
 import pytest
 import torch
@@ -104,6 +105,42 @@ def test_large_scores_stay_finite_and_accurate(version_ops, name, dtype, T, B):
     out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
     reached = max_abs_score(q.float(), k.float(), H)
     check(out, ref, limits, f"{name} {dtype} B={B} T={T} C={C} scores up to {reached:.0f}")
+
+
+JUMP_KEY = 600  # past the first key tile of every plan, so that rows meet it with m finite
+JUMP_CASES = [(1, 700), (3, 1000)]  # (B, T): a narrow-kernel plan and a 192-row-block one
+
+
+@functools.lru_cache(maxsize=None)
+def jump_case(B: int, T: int, dtype: str):
+    """Inputs where each row from JUMP_KEY on meets, at that key, a score about 150 above every
+    earlier one (in each head q has a component 4 along the unit vector u = (1, ..., 1) / 8,
+    and k at JUMP_KEY is 300 u): a running maximum that grows by far more than a lazy
+    rescale lets P reach, and past where 2^(c s - c m) overflows float32 (c (s - m) >= 128,
+    89 in the scores' units). Also returns the share of rows that reach 128."""
+    C, H = WIDTHS[0]
+    d = C // H
+    q, k, v = random_qkv(Shape(B, H, T), seed=hash(("jump", B, T)) % 2**31, device="cuda")
+    q = q + 4 / d**0.5  # (B, T, C): + 4 u in every head
+    k[:, JUMP_KEY, :] = 300 / d**0.5  # (C,): 300 u in every head
+    q, k, v = (t.to(precision.torch_dtype(dtype)) for t in (q, k, v))
+    scores = torch.einsum("bihd,bjhd->bhij", *(t.double().reshape(B, T, H, d) for t in (q, k))) / d**0.5
+    before = scores[:, :, JUMP_KEY:, :JUMP_KEY].amax(-1)  # (B, H, T - JUMP_KEY): the max before it
+    jump_log2 = (scores[:, :, JUMP_KEY:, JUMP_KEY] - before) / math.log(2)
+    share = (jump_log2 >= 128).double().mean().item()
+    ref = reference_attention(q, k, v, H)
+    return q, k, v, ref, bounds(dtype, ref, q, k, v, H), share
+
+
+@pytest.mark.parametrize("B,T", JUMP_CASES)
+@pytest.mark.parametrize("name,dtype", VERSION_DTYPES, ids=IDS)
+def test_score_far_above_the_running_maximum(version_ops, name, dtype, B, T):
+    q, k, v, ref, limits, share = jump_case(B, T, dtype)
+    H = WIDTHS[0][1]
+    assert share > 0.5, f"only {share:.0%} of the rows past the jump reach 2^128: the case is void"
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    check(out, ref, limits, f"{name} {dtype} B={B} T={T}, key {JUMP_KEY} far above the rows' maxima "
+          f"({share:.0%} of its rows by 2^128 or more)")
 
 
 @pytest.mark.parametrize("name,dtype", VERSION_DTYPES, ids=IDS)
