@@ -516,6 +516,11 @@ BACKENDS: tuple[Backend, ...] = (
              "mma.sync on the rare tile where it grew past 2^8",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(23, "or_of_the_exponentials", "h22's three-consumer kernel with the grown-maximum check made of P "
+             "itself (P scaled by 2^-7, so a row grew past 2^8 where P's bit 30 is set: one OR, no FMNMX), and "
+             "the exponentials first on the masked tiles too",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
