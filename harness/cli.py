@@ -135,7 +135,8 @@ def cmd_sanitize_workload(args: argparse.Namespace) -> int:
                                            Target.of(device))
     for name, reason in reasons.items():
         print(f"{name}: skipped ({reason})")
-    return run_workload(runnable, device)  # type: ignore[arg-type]
+    dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
+    return run_workload(runnable, device, dtypes)  # type: ignore[arg-type]
 
 
 def _gated(args: argparse.Namespace, dtypes: list[str]) -> tuple[list[Backend], dict[tuple[str, str], str]]:
@@ -567,6 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh; GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", default=None,
+                   help="only these of each version's dtypes, e.g. bfloat16 (a version's two 16-bit types "
+                        "run one template: one of them covers its code under racecheck in half the time); "
+                        "default: all of them")
     p.set_defaults(func=cmd_sanitize_workload)
     return parser
 
