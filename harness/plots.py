@@ -65,6 +65,10 @@ MISSING = "#c0392b"
 GPU_COLOURS = ("#1f77b4", "#e6850e", "#2ca02c", "#9467bd")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 NOT_IN_ONE_RUN = "not measured in the same run"  # a ratio panel's note for a pair it has no ratio of
+# progression: a kernel panel spans its versions and its dtype's reference, this factor wider
+# each way; a baseline beyond is named at the panel's edge with its time, not drawn
+# (half-precision naive at B=8 T=4096 is 40x cuDNN, and would flatten the steps near cuDNN).
+PROGRESSION_MARGIN = 1.3
 
 
 # -- looks ---------------------------------------------------------------------------------
@@ -408,12 +412,14 @@ def progression(r: GpuResults) -> Figure | None:
                      if (x := value(t, v, s)) is not None)
     # Versions this GPU has no row of (added after its last sweep): their columns stay empty.
     unmeasured = [v for t in shown for v in t.versions if not any(value(t, v, s) for _, s in measures)]
-    room = _end_label_room(registry.baseline_names())
+    room = _end_label_room([_off_scale_text(name, 888_888.0) for name in registry.baseline_names()])
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",
                    notes=[_progression_note(shown, uncaptured) + _not_measured_note(unmeasured),
                           f"Dashed horizontal lines: the baselines measured in the row's dtype; black: the dtype's "
-                          f"kernel reference ({refs}).", _half_note(r, shown)],
+                          f"kernel reference ({refs}). A kernel panel spans its versions and the reference; a "
+                          f"baseline beyond that is named at the panel's edge with its time (↑ above, ↓ below).",
+                          _half_note(r, shown)],
                    source=r.provenance_line(), cols=len(measures), rows=[3.0] * len(shown), panel_w=4.0, left=0.9,
                    right=room, wspace=0.95 + room, hspace=1.15, bottom=0.65)
     for track, axes in zip(shown, frame.axes):
@@ -477,20 +483,39 @@ def _progression_panel(ax: Axes, track: Track, rows: dict[str, KernelRow | E2ERo
     if missing:
         ax.plot([position[n] for n in missing], [getattr(rows[n], fallback) for n in missing], color=MISSING,
                 marker="x", linestyle="none", markersize=8, markeredgewidth=2, zorder=4)
+    reference = registry.kernel_reference(track.dtype)
     baselines = [b for b in rows if b not in position and median(b)]
-    for b in baselines:
+    lo, hi = 0.0, math.inf
+    if kernel:
+        # (µs) the versions' whiskers (or, not captured, their call times) and the reference
+        spanned = [getattr(rows[n], f"{field}_{end}") for n in measured for end in ("min", "max")]
+        spanned += [getattr(rows[n], fallback) for n in missing] + ([median(reference)] if median(reference) else [])
+        if spanned:
+            lo, hi = min(spanned) / PROGRESSION_MARGIN, max(spanned) * PROGRESSION_MARGIN
+    drawn = [b for b in baselines if lo <= median(b) <= hi]
+    for b in drawn:
         lk = look(b, track.dtype)
         ax.axhline(median(b), color=lk.color, linestyle=lk.linestyle, linewidth=lk.linewidth, zorder=1)
     ax.set_xticks(range(len(track.versions)), labels=track.versions, rotation=90, fontsize=TICK_PT)
     ax.set_xlim(-0.6, len(track.versions) - 0.4)
     if kernel:
         ax.set_yscale("log")
-        ax.autoscale_view()
+        if math.isfinite(hi):
+            ax.set_ylim(lo, hi)
+        else:
+            ax.autoscale_view()
         log_axis(ax)
     else:
         ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.05)
-    label_ends(ax, [EndLabel(b, median(b), None, look(b, track.dtype).color, b == registry.kernel_reference(
-        track.dtype)) for b in baselines])
+    labels = [EndLabel(b, median(b), None, look(b, track.dtype).color, b == reference) for b in drawn]
+    labels += [EndLabel(_off_scale_text(b, median(b), median(b) > hi), hi if median(b) > hi else lo, None,
+                        look(b, track.dtype).color, b == reference) for b in baselines if b not in drawn]
+    label_ends(ax, labels)
+
+
+def _off_scale_text(backend: str, us: float, above: bool = True) -> str:
+    """A progression panel's label for a baseline beyond its scale: 'naive ↑ 18,344 µs'."""
+    return f"{backend} {'↑' if above else '↓'} {_number(us)} µs"
 
 
 def kernel_headline(r: GpuResults) -> Figure | None:

@@ -167,6 +167,22 @@ def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
     assert not labels & set(FULL_TRACK.versions)
 
 
+def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn):
+    """A progression kernel panel spans its versions and its dtype's reference: in the
+    fixtures half-precision naive at B=8 T=4096 is 20x cuDNN, so it gets no line, but a label
+    at the panel's top edge with its time, and the scale stops well below it."""
+    fig = drawn["progression.png"]
+    shape = max(HEADLINE_SHAPES, key=lambda s: s.B * s.T)
+    title = f"half precision ({BFLOAT16}): kernel, {shape.label()}"
+    ax = next(ax for ax in fig.axes if ax.get_title(loc="left") == title)
+    naive = load_all(RESULTS)[0].kernel("naive", shape, BFLOAT16).us_device_median
+    reference = registry.kernel_reference(BFLOAT16)
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith("naive ↑ ") and t.endswith(" µs") for t in texts), texts
+    assert reference in texts, texts  # inside the span: drawn and labelled as before
+    assert ax.get_ylim()[1] < naive / 2, (ax.get_ylim(), naive)
+
+
 def test_looks_set_the_last_steps_and_the_reference_apart():
     last = FULL_TRACK.versions[-1]
     assert look(last, FLOAT32).strong and not look(FULL_TRACK.versions[0], FLOAT32).strong
