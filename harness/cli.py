@@ -130,12 +130,12 @@ def cmd_sanitize_workload(args: argparse.Namespace) -> int:
     from harness.sanitize import run_workload
 
     selected = registry.select(args.backends)
+    dtypes = _dtypes(args)
     device = _cuda()
     runnable, reasons = registry.partition([b for b in selected if isinstance(b, registry.CudaVersion)],
                                            Target.of(device))
     for name, reason in reasons.items():
         print(f"{name}: skipped ({reason})")
-    dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
     return run_workload(runnable, device, dtypes)  # type: ignore[arg-type]
 
 
@@ -568,10 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh; GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--dtypes", default=None,
-                   help="only these of each version's dtypes, e.g. bfloat16 (a version's two 16-bit types "
-                        "run one template: one of them covers its code under racecheck in half the time); "
-                        "default: all of them")
+    p.add_argument("--dtypes", default="all",
+                   help="comma-separated dtypes among float32, bfloat16, float16, or 'all' (default): each "
+                        "version runs in those of them it takes (a version's two 16-bit types are one template, "
+                        "so one of them covers its code under racecheck in half the time)")
     p.set_defaults(func=cmd_sanitize_workload)
     return parser
 

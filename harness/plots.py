@@ -412,6 +412,7 @@ def progression(r: GpuResults) -> Figure | None:
                      if (x := value(t, v, s)) is not None)
     # Versions this GPU has no row of (added after its last sweep): their columns stay empty.
     unmeasured = [v for t in shown for v in t.versions if not any(value(t, v, s) for _, s in measures)]
+    # Room for the longest end label: a baseline's name with a six-digit time off the scale.
     room = _end_label_room([_off_scale_text(name, 888_888.0) for name in registry.baseline_names()])
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",

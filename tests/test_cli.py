@@ -170,6 +170,11 @@ def test_harness_gpu_steps_without_gpu(capsys, command):
     harness([command], capsys, "no CUDA device is available", "--plots-only")
 
 
+def test_sanitize_workload_refuses_an_unknown_dtype_before_any_gpu_work(capsys):
+    """A misspelt --dtypes would otherwise run nothing under the sanitizer and pass."""
+    harness(["sanitize-workload", "--backends", "h23", "--dtypes", "bf16"], capsys, "--dtypes: unknown dtype 'bf16'")
+
+
 def test_harness_ctrl_c_says_what_is_kept_and_how_to_resume(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt

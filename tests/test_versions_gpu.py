@@ -119,7 +119,7 @@ def jump_case(B: int, T: int, dtype: str):
     89 in the scores' units). Also returns the share of rows that reach 128."""
     C, H = WIDTHS[0]
     d = C // H
-    q, k, v = random_qkv(Shape(B, H, T), seed=hash(("jump", B, T)) % 2**31, device="cuda")
+    q, k, v = random_qkv(Shape(B, H, T), seed=hash((B, T, JUMP_KEY)) % 2**31, device="cuda")  # ints: no salt
     q = q + 4 / d**0.5  # (B, T, C): + 4 u in every head
     k[:, JUMP_KEY, :] = 300 / d**0.5  # (C,): 300 u in every head
     q, k, v = (t.to(precision.torch_dtype(dtype)) for t in (q, k, v))
