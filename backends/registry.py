@@ -443,6 +443,10 @@ BACKENDS: tuple[Backend, ...] = (
              "shortens the longest chain by 2 tiles, not 3: the merge on chip costs less than a tile "
              "(B=1: T=193-320 now in pieces)", build_flags=_FAST_MATH, strided_inputs=True,
              alignment_bytes=_FLOAT4, arch_specific=_HOPPER),
+    _version(29, "raw_k_is_k_hi", "version 28 with raw K as K's hi part in the narrow kernel (the tensor "
+             "cores read its top 19 bits): K's split pass writes lo alone, half its shared-memory "
+             "stores", build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
     # The half-precision track: bfloat16 and float16 in and out, float32 accumulation.
     _version(1, "mma_sync", "version 17 in 16 bits: one mma.sync m16n8k16 per product, fragments by ldmatrix",
              dtypes=precision.HALF, parent="v17", build_flags=_FAST_MATH, strided_inputs=True,

@@ -128,6 +128,52 @@ def summarise(blocks: Sequence[Block], chosen: Sequence[int]) -> str:
     return "\n".join(out)
 
 
+def role(block: Block) -> str:
+    """'piece 0' (merged the other piece's partial), 'piece 1' (stored its partial into piece
+    0's inbox) or 'whole' (an unsplit row block)."""
+    if block.at(MERGED) is not None:
+        return "piece 0"
+    if block.at(STORED) is None and block.at(COUNTED) is not None:
+        return "piece 1"
+    return "whole"
+
+
+def end(block: Block) -> int | None:
+    """When the block's last work was issued: its rows stored, or (piece 1) its partial."""
+    return block.at(STORED) if block.at(STORED) is not None else block.at(COUNTED)
+
+
+def spread(values: Sequence[int | None]) -> str:
+    """min / median / max of the recorded values, or '-' where none was recorded."""
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return "-"
+    return f"{known[0]} / {known[len(known) // 2]} / {known[-1]}"
+
+
+def overview(blocks: Sequence[Block]) -> str:
+    """Every block of the call, grouped by its tiles and role: how many, and min / median /
+    max of raw tile 0 landed, K_0 ready and the end (cycles after each block's entry); for
+    piece 1 also its partial's stores into piece 0 (from the wait at the cluster barrier to
+    the last store issued). The group with the latest end is where the call ends."""
+    groups: dict[tuple[int, str], list[Block]] = {}
+    for b in blocks:
+        groups.setdefault((b.tiles, role(b)), []).append(b)
+    last = max(blocks, key=lambda b: end(b) or 0)
+    out = [f"{len(blocks)} blocks; the last to end: block {last.index} ({last.tiles} tiles, "
+           f"{role(last)}) at {end(last)} cycles",
+           "  tiles  role     blocks  tile 0 landed        K_0 ready            end"
+           "                  partial's stores"]
+    for (tiles, name), members in sorted(groups.items()):
+        stores = [b.at(COUNTED) - b.at(MERGE_BEGUN) for b in members
+                  if name == "piece 1" and b.at(COUNTED) is not None and b.at(MERGE_BEGUN) is not None]
+        out.append(f"  {tiles:5d}  {name:7s}  {len(members):6d}  "
+                   f"{spread([b.at(PRODUCER_BASE) for b in members]):19s}  "
+                   f"{spread([b.at(K0_READY) for b in members]):19s}  "
+                   f"{spread([end(b) for b in members]):19s}  {spread(stores)}")
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Summarise a float32 narrow-kernel timeline (versions 22-24's timeline "
@@ -136,11 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("file", type=Path, help="the recorded output (lines 'TS block f0 .. f79')")
     parser.add_argument("--blocks", default="0",
                         help="comma-separated block indices to show (default: 0, a longest block)")
+    parser.add_argument("--overview", action="store_true",
+                        help="instead of single blocks, every block grouped by its tiles and role "
+                             "(whole row block, piece 0, piece 1): min / median / max of tile 0's "
+                             "landing, K_0 ready and the end, and which block ends the call")
     args = parser.parse_args(argv)
     try:
         chosen = [int(x) for x in args.blocks.split(",") if x.strip()]
         blocks = last_call(args.file.read_text().splitlines())
-        print(summarise(blocks, chosen))
+        print(overview(blocks) if args.overview else summarise(blocks, chosen))
     except (OSError, ValueError) as err:
         print(f"narrow_timeline: {err}", file=sys.stderr)
         return 2

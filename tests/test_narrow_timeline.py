@@ -56,3 +56,24 @@ def test_bad_input_is_refused_with_a_message(timeline, tmp_path, capsys):
     assert "block 7 is not in the recording" in capsys.readouterr().err
     assert timeline.main([str(path)]) == 0
     assert "step 0 done at 500" in capsys.readouterr().out
+
+
+def test_overview_groups_blocks_by_tiles_and_role_and_names_the_last(timeline, tmp_path, capsys):
+    e = 1_000
+    whole = ts_line(0, {1: 2, 3: e + 400, 39: e + 9_000, 40: e + 300}, entry=e)
+    piece_0 = ts_line(1, {1: 2, 3: e + 500, 35: e + 7_000, 37: e + 8_000, 39: e + 9_500,
+                          40: e + 350}, entry=e)
+    piece_1 = ts_line(2, {1: 2, 3: e + 450, 35: e + 6_000, 36: e + 7_400, 40: e + 320}, entry=e)
+    blocks = timeline.last_call([whole, piece_0, piece_1])
+    assert [timeline.role(b) for b in blocks] == ["whole", "piece 0", "piece 1"]
+    assert [timeline.end(b) for b in blocks] == [9_000, 9_500, 7_400]
+    text = timeline.overview(blocks)
+    assert text.startswith("3 blocks; the last to end: block 1 (2 tiles, piece 0) at 9500 cycles")
+    [piece_1_row] = [line for line in text.splitlines() if "piece 1" in line]
+    assert piece_1_row.split()[-5:] == ["1400", "/", "1400", "/", "1400"]  # 7,400 - 6,000
+    assert timeline.spread([None, 3, 1, 2]) == "1 / 2 / 3"
+    assert timeline.spread([None]) == "-"
+    path = tmp_path / "t.txt"
+    path.write_text("\n".join([whole, piece_0, piece_1]) + "\n")
+    assert timeline.main([str(path), "--overview"]) == 0
+    assert "the last to end: block 1" in capsys.readouterr().out
