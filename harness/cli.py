@@ -127,16 +127,19 @@ def _dtypes(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_sanitize_workload(args: argparse.Namespace) -> int:
-    from harness.sanitize import run_workload
+    from harness.sanitize import run_workload, workload_batches
 
     selected = registry.select(args.backends)
     dtypes = _dtypes(args)
+    if args.batch is not None and args.batch not in workload_batches():
+        raise CommandError(f"--batch: the workload has no shape of batch size {args.batch} "
+                           f"(it has {', '.join(map(str, workload_batches()))})")
     device = _cuda()
     runnable, reasons = registry.partition([b for b in selected if isinstance(b, registry.CudaVersion)],
                                            Target.of(device))
     for name, reason in reasons.items():
         print(f"{name}: skipped ({reason})")
-    return run_workload(runnable, device, dtypes)  # type: ignore[arg-type]
+    return run_workload(runnable, device, dtypes, args.batch)  # type: ignore[arg-type]
 
 
 def _gated(args: argparse.Namespace, dtypes: list[str]) -> tuple[list[Backend], dict[tuple[str, str], str]]:
@@ -572,6 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated dtypes among float32, bfloat16, float16, or 'all' (default): each "
                         "version runs in those of them it takes (a version's two 16-bit types are one template, "
                         "so one of them covers its code under racecheck in half the time)")
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="only the workload's shapes of batch size B, e.g. 1: the small calls, which the "
+                        "narrow kernels take (versions 21-29, h14-h18); racecheck of the whole workload can "
+                        "outlast a 10-minute device call")
     p.set_defaults(func=cmd_sanitize_workload)
     return parser
 

@@ -32,10 +32,17 @@ SHAPES = (Shape(1, 12, 1), Shape(2, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65),
 LARGE_SCORE_SHAPES = (Shape(4, 16, 1025),)
 
 
-def run_workload(versions: Sequence[CudaVersion], device: torch.device, dtypes: Sequence[str]) -> int:
-    """Each version at SHAPES and LARGE_SCORE_SHAPES in each of its dtypes that `dtypes`
-    names; 1 if an output misses its bound."""
+def workload_batches() -> list[int]:
+    """The batch sizes the workload's shapes have, in order."""
+    return sorted({shape.B for shape in SHAPES + LARGE_SCORE_SHAPES})
+
+
+def run_workload(versions: Sequence[CudaVersion], device: torch.device, dtypes: Sequence[str],
+                 batch: int | None = None) -> int:
+    """Each version at SHAPES and LARGE_SCORE_SHAPES (those of batch size `batch` alone, if
+    given) in each of its dtypes that `dtypes` names; 1 if an output misses its bound."""
     cases = [(shape, 1.0) for shape in SHAPES] + [(shape, LARGE_SCORE_STD) for shape in LARGE_SCORE_SHAPES]
+    cases = [(shape, std) for shape, std in cases if batch is None or shape.B == batch]
     failures = 0
     for version in versions:
         for dtype in (d for d in version.dtypes if d in dtypes):

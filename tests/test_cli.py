@@ -175,6 +175,12 @@ def test_sanitize_workload_refuses_an_unknown_dtype_before_any_gpu_work(capsys):
     harness(["sanitize-workload", "--backends", "h23", "--dtypes", "bf16"], capsys, "--dtypes: unknown dtype 'bf16'")
 
 
+def test_sanitize_workload_refuses_a_batch_it_has_no_shape_of_before_any_gpu_work(capsys):
+    """A --batch matching no shape would otherwise run nothing under the sanitizer and pass."""
+    harness(["sanitize-workload", "--backends", "v29", "--batch", "3"], capsys,
+            "--batch: the workload has no shape of batch size 3 (it has 1, 2, 4)")
+
+
 def test_harness_ctrl_c_says_what_is_kept_and_how_to_resume(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
