@@ -939,8 +939,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   if (tid >= kConsumerThreads) {
     release_registers<kProducerRegisters>();
     produce<d, B_c, KHi::kSplit>(stage_base, raw_base, bars, k + b * k_stride.batch + h * d,
-                                 v + b * v_stride.batch + h * d, k_stride, v_stride, T,
-                                 j_begin, n, tid - kConsumerThreads);
+                                 v + b * v_stride.batch + h * d, k_stride, v_stride, T, j_begin, n,
+                                 tid - kConsumerThreads);
     return;
   }
   claim_registers<kConsumerRegisters>();
@@ -1303,8 +1303,8 @@ __global__ void __launch_bounds__(kNarrowThreads, 1)
   if (producer) {
     if (clustered) cluster_arrive();
     produce<d, B_c, KHi::kRaw>(stage_base, raw_base, bars, k + b * k_stride.batch + h * d,
-                               v + b * v_stride.batch + h * d, k_stride, v_stride, T, j_begin,
-                               n, tid - kWarpgroupThreads);
+                               v + b * v_stride.batch + h * d, k_stride, v_stride, T, j_begin, n,
+                               tid - kWarpgroupThreads);
     return;
   }
 
