@@ -3,12 +3,12 @@
 // operand layout, is the truncation hi = x & 0xffffe000 as it is; K's split pass writes
 // only lo = x - hi (exact), 16 KB a tile instead of 32. Raw K_j is then held until S_j is
 // complete (the consumer's "K released"), and the producer refills its raw buffer only
-// after that. The narrow kernel is bound by shared memory: per step the copies, the two
-// split passes and the wgmma reads move about 224 KB through it, about 1,750 of a step's
-// 2,300 cycles at 128 bytes a cycle, and the consumer waits for K_j at every step. The
-// three-consumer kernel keeps version 28's split: there the second consumer's S_j comes a
-// turn after the first's, and holding raw K_j that long delays the refill (7-12% slower at
-// B=8, experiments/v28h_1_k_hi_is_raw_k.patch). Nothing else changes.
+// after that. The consumer waits for K_j's split pass at every step (300-600 cycles in
+// the timelines), so the pass is on the critical path; with half its stores it takes
+// about 410-670 cycles instead of 510-830. The three-consumer kernel keeps version 28's
+// split: there the second consumer's S_j comes a turn after the first's, and holding raw
+// K_j that long delays the refill (7-12% slower at B=8,
+// experiments/v28h_1_k_hi_is_raw_k.patch). Nothing else changes.
 //
 // Version 28's notes, kept as they were:
 //
