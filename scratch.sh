@@ -1,3 +1,0 @@
-export TORCH_CUDA_ARCH_LIST=9.0
-M=gpu__time_duration.sum,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,sm__memory_throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_reads.sum,l1tex__data_bank_writes.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg
-for V in v28 v29; do echo "== $V"; ncu --clock-control none -k regex:narrow --launch-skip 2 --launch-count 1 --metrics $M python -m harness call $V --B 1 --T 512 --dtype float32 --repeat 3 2>&1 | grep -E "^ +[a-z]"; done
