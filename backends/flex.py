@@ -19,8 +19,9 @@ timed or captured (prepare).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -96,15 +97,56 @@ class FlexAttention:
         options = KERNEL_OPTIONS.get(q.dtype, {})
         if not self.compiled:
             return merge_heads(self._flex(qh, kh, vh, block_mask=mask, kernel_options=options))
-        # A recompilation past the limit must fail loudly rather than fall back to eager
-        # (an unfused implementation that would be timed as if it were the compiled kernel).
-        # Each compilation here makes one or two Triton kernels, which Inductor compiles
-        # faster in this process than by starting its pool of compile workers
-        # (COMPILE_THREADS).
-        with torch._dynamo.config.patch(_loud_recompile_limit()), \
-                torch._inductor.config.patch(compile_threads=COMPILE_THREADS):
+        with compiling():
             out = self._flex(qh, kh, vh, block_mask=mask, kernel_options=options)  # (B, H, T, d)
         return merge_heads(out)  # (B, T, C)
+
+
+class FlexDecode:
+    """fn(q, k_cache, v_cache, lengths, num_heads) -> (B, C) through flex_attention with a
+    length-1 query and no block mask: every row of the cache it is given is visible (the
+    decode baselines' rule, backends/baselines.py; `lengths` is not read). Inductor picks its
+    decoding template for a query this short (flex-decoding: the keys split across blocks).
+    Compiled with dynamic shapes for generation, whose cache grows by a row per step, or
+    once per shape for the decode benchmark."""
+
+    def __init__(self, device: torch.device, *, dynamic: bool = True) -> None:
+        import torch._inductor.config  # noqa: F401 -- patched around each compiled call
+        from torch.nn.attention.flex_attention import flex_attention
+
+        self.device = device
+        self._flex: Callable = torch.compile(flex_attention, dynamic=dynamic)
+
+    def prepare(self, max_tokens: int, *, dtype: torch.dtype, num_heads: int, width: int, batch: int = 1) -> None:
+        """Before a timed or captured generation, which must not compile: one call at each
+        cache length up to max_tokens, under inference mode as generation runs."""
+        with torch.inference_mode():
+            q = torch.zeros(batch, width, device=self.device, dtype=dtype)  # (B, C)
+            cache = torch.zeros(batch, max_tokens, width, device=self.device, dtype=dtype)  # (B, S, C)
+            lengths = torch.zeros(batch, device=self.device, dtype=torch.int32)
+            for S in range(1, max_tokens + 1):
+                self(q, cache[:, :S], cache[:, :S], lengths, num_heads)
+
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
+                 num_heads: int) -> torch.Tensor:
+        B, C = q.shape
+        qh = q.view(B, num_heads, 1, C // num_heads)  # (B, H, 1, d)
+        kh, vh = (split_heads(t, num_heads) for t in (k_cache, v_cache))  # (B, H, S, d) views
+        with compiling():
+            out = self._flex(qh, kh, vh, kernel_options=KERNEL_OPTIONS.get(q.dtype, {}))  # (B, H, 1, d)
+        return out.reshape(B, C)
+
+
+@contextlib.contextmanager
+def compiling() -> Iterator[None]:
+    """Around a compiled flex_attention call. A recompilation past the limit must fail loudly
+    rather than fall back to eager (an unfused implementation that would be timed as if it
+    were the compiled kernel). Each compilation makes one or two Triton kernels, which
+    Inductor compiles faster in this process than by starting its pool of compile workers
+    (COMPILE_THREADS)."""
+    with torch._dynamo.config.patch(_loud_recompile_limit()), \
+            torch._inductor.config.patch(compile_threads=COMPILE_THREADS):
+        yield
 
 
 def _loud_recompile_limit() -> dict[str, object]:
@@ -122,3 +164,10 @@ def flex_attention_for(device: torch.device, dynamic: bool = True) -> FlexAttent
     shared by every caller in the process."""
     return FlexAttention(device, dynamic=dynamic)
 
+
+
+@functools.cache
+def flex_decode_for(device: torch.device, dynamic: bool = True) -> FlexDecode:
+    """The compiled flex-attention decode of `device` (dynamic shapes, or one compilation per
+    shape), shared by every caller in the process."""
+    return FlexDecode(device, dynamic=dynamic)

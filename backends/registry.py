@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend
 
 from backends import baselines, precision
 from gpt2.config import GPT2Config
-from gpt2.model import GPT2, AttentionFn
+from gpt2.model import GPT2, AttentionFn, DecodeFn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_DIR = PROJECT_ROOT / "versions"
@@ -28,6 +28,24 @@ Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]  # one call's q, k
 # Turing, the original study's GTX 1660 Super, and the oldest GPU CUDA 13 builds for: what
 # every version runs on unless its row asks for more.
 OLDEST_CAPABILITY: Capability = (7, 5)
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """An attention op a backend may provide. Every harness stage that measures an op iterates
+    over the rows that provide its kind (Backend.provides), never over name patterns."""
+
+    name: str  # "prefill", "decode": what listings and --help say
+    op_name: str  # the torch op a CUDA version registers: torch.ops.<namespace>.<op_name>
+    description: str
+
+
+PREFILL = OpKind("prefill", "causal_attention",
+                 "causal self-attention of a whole sequence: q, k, v (B, T, C) -> (B, T, C)")
+DECODE = OpKind("decode", "decode_attention",
+                "one new query row per sequence against a KV cache: q (B, C), k_cache and v_cache "
+                "(B, S, C), lengths (B,) -> (B, C)")
+KINDS: tuple[OpKind, ...] = (PREFILL, DECODE)
 
 
 class UnknownBackendError(ValueError):
@@ -74,6 +92,12 @@ class Backend:
     min_compute_capability: the oldest CUDA GPU it runs on (None: any that torch supports)
     end_to_end:             why the end-to-end sweep leaves it out, or None
     quick:                  why `run_all.sh --quick` (the backend list "quick") leaves it out, or None
+    kinds:                  the ops it provides (PREFILL, DECODE)
+    ragged_lengths:         decode: True if one call takes sequences of different lengths (it reads
+                            `lengths` on the device); False if it attends to every row of the cache
+                            it is given, so that the caller passes the cache sliced to the
+                            sequences' common length and calls once per sequence where lengths
+                            differ (harness/decode_calls.py)
     """
 
     name: str
@@ -84,9 +108,23 @@ class Backend:
     min_compute_capability: Capability | None = None
     end_to_end: str | None = None
     quick: str | None = None
+    kinds: tuple[OpKind, ...] = KINDS
+    ragged_lengths: bool = False
 
     is_version: ClassVar[bool] = False
     compiles: ClassVar[bool] = False  # compiles code at a new shape: precompile() has work to do
+    # Made of other rows (StudyPair): measured only where its parts are not measured alone
+    # (KV-cache generation), never in the kernel benchmarks, gates or recompute generation.
+    composite: ClassVar[bool] = False
+
+    def provides(self, kind: OpKind) -> bool:
+        return kind in self.kinds
+
+    def kind_refusal(self, kind: OpKind) -> str | None:
+        """None if it provides `kind`, else why not, in a few words."""
+        if self.provides(kind):
+            return None
+        return f"provides no {kind.name} op (it provides {', '.join(k.name for k in self.kinds)})"
 
     def accepts(self, dtype: str) -> bool:
         return dtype in self.dtypes
@@ -98,10 +136,11 @@ class Backend:
             return None
         return f"not available for {dtype} ({self.dtype_note or 'it accepts ' + ', '.join(self.dtypes)})"
 
-    def why_unavailable(self, target: Target, dtype: str | None = None) -> str | None:
-        """None if the backend can run on `target` (in `dtype`, when given), else the reason, in
-        one line."""
-        refusal = self.dtype_refusal(dtype) if dtype is not None else None
+    def why_unavailable(self, target: Target, dtype: str | None = None, kind: OpKind | None = None) -> str | None:
+        """None if the backend can run on `target` (in `dtype`, and providing `kind`, when
+        given), else the reason, in one line."""
+        refusal = (self.kind_refusal(kind) if kind is not None else None) or \
+            (self.dtype_refusal(dtype) if dtype is not None else None)
         if refusal:
             return refusal
         if target.device_type != "cuda":
@@ -138,15 +177,37 @@ class Backend:
 
         Raises BackendUnavailableError with the reason if it cannot run there.
         """
-        reason = self.why_unavailable(Target.of(device), dtype)
-        if reason:
-            raise BackendUnavailableError(f"{self.name}: {reason}")
+        self._check(device, dtype, PREFILL)
         return self._load(torch.device(device))
 
     def timed_attention(self, device: torch.device | str, dtype: str) -> AttentionFn:
         """The form of the backend the kernel benchmark times (the same as attention() unless a
         row says otherwise, e.g. a compilation per shape)."""
         return self.attention(device, dtype)
+
+    def decode_attention(self, device: torch.device | str, dtype: str | None = None) -> DecodeFn:
+        """The backend's decode op as fn(q, k_cache, v_cache, lengths, num_heads) -> (B, C) for
+        tensors on `device` (of `dtype`, when given); see `ragged_lengths` for what it does
+        with `lengths`.
+
+        Raises BackendUnavailableError with the reason if it cannot run there.
+        """
+        self._check(device, dtype, DECODE)
+        return self._load_decode(torch.device(device))
+
+    def timed_decode(self, device: torch.device | str, dtype: str) -> DecodeFn:
+        """The form of the decode op the decode benchmark times (decode_attention() unless a row
+        says otherwise)."""
+        return self.decode_attention(device, dtype)
+
+    def op(self, kind: OpKind, device: torch.device | str, dtype: str | None = None) -> AttentionFn | DecodeFn:
+        """The op of `kind`: attention() for PREFILL, decode_attention() for DECODE."""
+        return self.attention(device, dtype) if kind == PREFILL else self.decode_attention(device, dtype)
+
+    def _check(self, device: torch.device | str, dtype: str | None, kind: OpKind) -> None:
+        reason = self.why_unavailable(Target.of(device), dtype, kind)
+        if reason:
+            raise BackendUnavailableError(f"{self.name}: {reason}")
 
     def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
         """Whatever must happen before `model`, running this backend's attention, generates up to
@@ -163,6 +224,9 @@ class Backend:
     def _load(self, device: torch.device) -> AttentionFn:
         raise NotImplementedError(f"{type(self).__name__} does not say how to run {self.name}")
 
+    def _load_decode(self, device: torch.device) -> DecodeFn:
+        raise NotImplementedError(f"{type(self).__name__} does not say how to run {self.name}'s decode op")
+
 
 @dataclass(frozen=True, kw_only=True)
 class NaiveBaseline(Backend):
@@ -170,6 +234,9 @@ class NaiveBaseline(Backend):
 
     def _load(self, device: torch.device) -> AttentionFn:
         return baselines.naive_attention
+
+    def _load_decode(self, device: torch.device) -> DecodeFn:
+        return baselines.naive_decode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +247,9 @@ class SdpaBaseline(Backend):
 
     def _load(self, device: torch.device) -> AttentionFn:
         return functools.partial(baselines.sdpa_attention, backend=self.sdpa_backend)
+
+    def _load_decode(self, device: torch.device) -> DecodeFn:
+        return functools.partial(baselines.sdpa_decode, backend=self.sdpa_backend)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,6 +269,17 @@ class FlexBaseline(Backend):
 
         self.attention(device, dtype)  # refuses what the row does not run
         return flex_attention_for(torch.device(device), dynamic=False)
+
+    def _load_decode(self, device: torch.device) -> DecodeFn:
+        from backends.flex import flex_decode_for
+
+        return flex_decode_for(device)
+
+    def timed_decode(self, device: torch.device | str, dtype: str) -> DecodeFn:
+        from backends.flex import flex_decode_for
+
+        self.decode_attention(device, dtype)  # refuses what the row does not run
+        return flex_decode_for(torch.device(device), dynamic=False)
 
     def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
         weight = next(model.parameters())
@@ -223,12 +304,15 @@ class FlexBaseline(Backend):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CudaVersion(Backend):
-    """One step of the study: versions/<folder>/attention.cu built as a torch extension.
+class KernelVersion(Backend):
+    """One step of the study: versions/<folder>/attention.cu built as a torch extension with
+    the torch glue of its op kind (versions/common/); CudaVersion (prefill) and DecodeVersion
+    say which.
 
     number, folder:  the step's number in its track and its folder: v05 in
                      versions/v05_warp_shuffle/ (float32 track), h01 in versions/h01_.../
-                     (half-precision track, dtypes float16 and bfloat16)
+                     (half-precision track, dtypes float16 and bfloat16), d01 in
+                     versions/d01_.../ (decode track, every dtype)
     parent:          the version this step changes (its diff is read against it), or None
     build_flags:     extra nvcc flags for the version's kernel file
     strided_inputs:  True if the op accepts row/batch-strided q, k, v (the model then
@@ -257,12 +341,15 @@ class CudaVersion(Backend):
     arch_specific: Capability | None = None
 
     is_version: ClassVar[bool] = True
+    op_kind: ClassVar[OpKind]  # the one op its kernel file implements
+    glue_file: ClassVar[str]  # the torch glue it is linked with, in versions/common/
+    probe_file: ClassVar[str]  # the compile check's launch probe, in harness/probe/
 
     @property
     def half_precision(self) -> bool:
         """A step of the half-precision track: its kernel file implements the launcher contract
-        for 16-bit inputs (versions/common/attention_launch.h, HalfArgs)."""
-        return self.dtypes != (precision.FLOAT32,)
+        for 16-bit inputs only (versions/common/attention_launch.h, HalfArgs)."""
+        return self.dtypes == precision.HALF
 
     @property
     def glue_defines(self) -> tuple[str, ...]:
@@ -278,7 +365,7 @@ class CudaVersion(Backend):
 
     @property
     def namespace(self) -> str:
-        """The torch op namespace: torch.ops.<namespace>.causal_attention."""
+        """The torch op namespace: torch.ops.<namespace>.<op_kind.op_name>."""
         return f"flash_{self.name}"
 
     @property
@@ -314,6 +401,17 @@ class CudaVersion(Backend):
             return super().runs_on()
         return f"GPU cc {capability_text(self.arch_specific)} only"
 
+
+@dataclass(frozen=True, kw_only=True)
+class CudaVersion(KernelVersion):
+    """A step of a prefill track (v.., h..): torch.ops.<namespace>.causal_attention."""
+
+    kinds: tuple[OpKind, ...] = (PREFILL,)
+
+    op_kind: ClassVar[OpKind] = PREFILL
+    glue_file: ClassVar[str] = "torch_glue.cpp"
+    probe_file: ClassVar[str] = "launch_config_probe.cpp"
+
     def _load(self, device: torch.device) -> AttentionFn:
         from backends.extension import load_op
 
@@ -327,8 +425,96 @@ class CudaVersion(Backend):
         return contiguous_op
 
 
-# The two tracks' name prefixes: v05 (float32), h01 (float16 and bfloat16).
+@dataclass(frozen=True, kw_only=True)
+class DecodeVersion(KernelVersion):
+    """A step of the decode track (d..): torch.ops.<namespace>.decode_attention, one kernel
+    template for float32, bfloat16 and float16 (versions/common/decode_launch.h). Every
+    decode version takes ragged lengths on the device and strided caches."""
+
+    kinds: tuple[OpKind, ...] = (DECODE,)
+    dtypes: tuple[str, ...] = precision.EVERY
+    ragged_lengths: bool = True
+    strided_inputs: bool = True
+
+    op_kind: ClassVar[OpKind] = DECODE
+    glue_file: ClassVar[str] = "decode_glue.cpp"
+    probe_file: ClassVar[str] = "decode_config_probe.cpp"
+
+    def _load_decode(self, device: torch.device) -> DecodeFn:
+        from backends.extension import load_op
+
+        return load_op(self)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyPair(Backend):
+    """The study's own kernels as one backend for KV-cache generation: in each dtype the last
+    prefill version of the track that takes it (v.. in float32, h.. in bfloat16 and float16)
+    prefills the prompt, and the last decode version (d..) attends for each new token. Found
+    in the registry when asked, so a new version joins it without an edit here."""
+
+    composite: ClassVar[bool] = True
+
+    def parts(self, dtype: str) -> tuple[CudaVersion, DecodeVersion]:
+        """(prefill version, decode version) for `dtype`; BackendUnavailableError if a track
+        has no version that takes it."""
+        prefill = [v for v in versions() if v.accepts(dtype)]
+        decode = [v for v in decode_versions() if v.accepts(dtype)]
+        if not prefill or not decode:
+            raise BackendUnavailableError(f"{self.name}: no {'prefill' if not prefill else 'decode'} version takes "
+                                          f"{dtype}")
+        return prefill[-1], decode[-1]
+
+    def describe_parts(self, dtype: str) -> str:
+        """'v29 + d05' for float32."""
+        prefill, decode = self.parts(dtype)
+        return f"{prefill.name} + {decode.name}"
+
+    def why_unavailable(self, target: Target, dtype: str | None = None, kind: OpKind | None = None) -> str | None:
+        own = super().why_unavailable(target, dtype, kind)
+        if own or dtype is None:
+            return own
+        try:
+            parts = self.parts(dtype)
+        except BackendUnavailableError as err:
+            return str(err).removeprefix(f"{self.name}: ")
+        for part in parts:
+            reason = part.why_unavailable(target, dtype)
+            if reason:
+                return f"{part.name}: {reason}"
+        return None
+
+    def attention(self, device: torch.device | str, dtype: str | None = None) -> AttentionFn:
+        self._check(device, dtype, PREFILL)
+        return self.parts(self._dtype(dtype))[0].attention(device, dtype)
+
+    def decode_attention(self, device: torch.device | str, dtype: str | None = None) -> DecodeFn:
+        self._check(device, dtype, DECODE)
+        return self.parts(self._dtype(dtype))[1].decode_attention(device, dtype)
+
+    def _dtype(self, dtype: str | None) -> str:
+        if dtype is None:
+            raise BackendUnavailableError(f"{self.name}: its parts depend on the dtype; name one")
+        return dtype
+
+
+# The two prefill tracks' name prefixes: v05 (float32), h01 (float16 and bfloat16).
 TRACK_PREFIX = {(precision.FLOAT32,): "v", precision.HALF: "h"}
+DECODE_PREFIX = "d"  # the decode track: d01, d02, ... (every dtype)
+
+
+def _decode_version(number: int, short_name: str, description: str, *, parent: str | None = None,
+                    build_flags: tuple[str, ...] = (), alignment_bytes: int = 16,
+                    min_compute_capability: Capability | None = None,
+                    arch_specific: Capability | None = None) -> DecodeVersion:
+    """A decode version's row (d01, d02, ...); parent and capability as _version's."""
+    name = f"{DECODE_PREFIX}{number:02d}"
+    if parent is None and number > 1:
+        parent = f"{DECODE_PREFIX}{number - 1:02d}"
+    return DecodeVersion(name=name, description=description, number=number, parent=parent,
+                         folder=f"{name}_{short_name}", build_flags=build_flags, alignment_bytes=alignment_bytes,
+                         min_compute_capability=min_compute_capability or arch_specific or OLDEST_CAPABILITY,
+                         arch_specific=arch_specific)
 
 
 def _version(number: int, short_name: str, description: str, *, dtypes: tuple[str, ...] = (precision.FLOAT32,),
@@ -371,6 +557,8 @@ BACKENDS: tuple[Backend, ...] = (
                              "3 x TF32 (as accurate as sdpa-efficient)",
                  quick="left out of --quick: compiling it takes about two minutes on a fresh H100 machine "
                        "(measured), most of the quick sweep's budget; the full sweep measures it"),
+    StudyPair(name="study", description="the study's own kernels for KV-cache generation: the last prefill "
+              "version of the dtype's track for the prompt, the last decode version for each new token"),
     _version(1, "flash_naive", "FlashAttention v1, statistics in global memory, 48x48 tiles"),
     _version(2, "pad_k", "K rows padded by one float in shared memory (no bank conflicts)"),
     _version(3, "tile_32x32", "32x32 thread block, 32x32 tiles"),
@@ -554,6 +742,15 @@ def get(name: str) -> Backend:
     raise UnknownBackendError(f"unknown backend {name!r}; valid backends: {', '.join(names())}")
 
 
+def kernel_versions() -> list[KernelVersion]:
+    """Every CUDA version of every track (what builds and the compile check iterate over)."""
+    return [b for b in BACKENDS if isinstance(b, KernelVersion)]
+
+
+def decode_versions() -> list[DecodeVersion]:
+    return [b for b in BACKENDS if isinstance(b, DecodeVersion)]
+
+
 def versions() -> list[CudaVersion]:
     return [b for b in BACKENDS if isinstance(b, CudaVersion)]
 
@@ -578,13 +775,19 @@ def with_required(backends: Iterable[Backend], required: str) -> list[Backend]:
     return [get(required), *others]
 
 
-def partition(backends: Iterable[Backend], target: Target,
-              dtype: str | None = None) -> tuple[list[Backend], dict[str, str]]:
-    """The backends that can run on `target` (in `dtype`, when given), and for the others the
-    reason why not."""
+def providing(backends: Iterable[Backend], kind: OpKind, *, composites: bool = False) -> list[Backend]:
+    """The rows among `backends` that provide `kind`; composites (StudyPair) only if asked:
+    their parts are measured alone."""
+    return [b for b in backends if b.provides(kind) and (composites or not b.composite)]
+
+
+def partition(backends: Iterable[Backend], target: Target, dtype: str | None = None,
+              kind: OpKind | None = None) -> tuple[list[Backend], dict[str, str]]:
+    """The backends that can run on `target` (in `dtype`, and providing `kind`, when given),
+    and for the others the reason why not."""
     runnable, unavailable = [], {}
     for backend in backends:
-        reason = backend.why_unavailable(target, dtype)
+        reason = backend.why_unavailable(target, dtype, kind)
         if reason:
             unavailable[backend.name] = reason
         else:

@@ -16,6 +16,11 @@ from gpt2.config import GPT2Config
 # The pluggable attention: fn(q, k, v, num_heads) -> out, with q, k, v (B, T, C) views
 # (row stride 3C: the packed qkv projection) and out a new contiguous (B, T, C).
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
+# The pluggable decode attention (KV-cache generation): fn(q, k_cache, v_cache, lengths,
+# num_heads) -> out, with q (B, C) the new token's queries, k_cache and v_cache (B, S, C) views
+# of the preallocated cache, lengths (B,) int32 on the device (sequence b attends to its rows
+# 0 .. lengths[b]-1) and out a new contiguous (B, C).
+DecodeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
 class Conv1D(nn.Module):

@@ -132,8 +132,10 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], shapes: Sequence[Sha
 
     excluded: (backend, dtype) pairs left out before this step (e.g. failed the correctness
     gate) and why; they get a row saying so. A backend that does not take a dtype gets a row
-    with the registry's reason.
+    with the registry's reason. Only the rows that provide a prefill op take part (the decode
+    benchmark is harness/bench_decode.py).
     """
+    backends = registry.providing(backends, registry.PREFILL)
     provenance = collect(device)
     path = KERNELS.path(results_dir, provenance.slug)
     previous = done(KERNELS, path, provenance) if resume else {}

@@ -100,7 +100,9 @@ def run_gate(backends: Sequence[Backend], dtypes: Sequence[str], *, results_dir:
              device: torch.device) -> GateResult:
     """The backends to time in each dtype. Stored rows of this setup are reused (resume);
     backends without them are checked now. Backends that cannot run here, or not in a dtype,
-    are left out of it with their reason."""
+    are left out of it with their reason. Only the rows that provide a prefill op take part
+    (the decode gate is harness/decode_gate.py)."""
+    backends = registry.providing(backends, registry.PREFILL)
     provenance = collect(device)
     path = CORRECTNESS.path(results_dir, provenance.slug)
     stored = done(CORRECTNESS, path, provenance) if resume else {}

@@ -169,3 +169,24 @@ def bounds_for(dtype: str, ref: torch.Tensor, vendors: Iterable[VendorFn], q: to
     if not precision.is_half(dtype):
         return FLOAT32_BOUNDS
     return half_precision_bounds(dtype, ref, vendor_outputs(vendors, q, k, v, num_heads))
+
+
+# -- decode ---------------------------------------------------------------------------
+def reference_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: Iterable[int],
+                     num_heads: int) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v in float64 for one query row per sequence, sequence b over
+    its cached rows 0 .. lengths[b]-1 (host ints; a length below 1 gives a zero row, one past
+    the cache is read as the cache's length: the decode contract's rule for out-of-range
+    lengths). q (B, C), caches (B, S, C); returns (B, C) float64."""
+    B, S, C = k_cache.shape
+    d = C // num_heads
+    out = torch.zeros(B, C, dtype=torch.float64, device=q.device)
+    for b, length in enumerate(lengths):
+        n = min(max(int(length), 0), S)
+        if n == 0:
+            continue
+        qh = q[b].double().view(num_heads, 1, d)  # (H, 1, d)
+        kh, vh = (t[b, :n].double().view(n, num_heads, d).transpose(0, 1) for t in (k_cache, v_cache))  # (H, n, d)
+        weights = torch.softmax(qh @ kh.transpose(-2, -1) / math.sqrt(d), dim=-1)  # (H, 1, n)
+        out[b] = (weights @ vh).reshape(C)
+    return out
