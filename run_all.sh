@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole study on this machine's GPU:
-#   build -> correctness gate -> kernel benchmark -> end-to-end sweep -> plots -> report
+#   build -> correctness gates -> kernel benchmark -> decode benchmark -> end-to-end sweep -> plots -> report
 # Results go to <results-dir>/<gpu>/ (appended row by row; a rerun resumes where it
 # stopped), plots to <plots-dir>/<gpu>/. The README tables are rewritten only from the
 # committed results/ folder; any other --results-dir gets <results-dir>/report.md.
@@ -260,6 +260,8 @@ if [[ $plots_only -eq 0 ]]; then
     "${results[@]}" || echo "some backends failed the gate or cannot run here: see above"
   wait_for_precompile
   stage "kernel benchmark" "${harness[@]}" bench-kernels --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
+    "${fresh[@]}" "${results[@]}"
+  stage "decode benchmark" "${harness[@]}" bench-decode --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
     "${fresh[@]}" "${results[@]}"
   stage "end-to-end" "${harness[@]}" bench-e2e --backends "$backends" --dtypes "$dtypes" "${quick[@]}" \
     "${fresh[@]}" "${results[@]}" "${model[@]}"

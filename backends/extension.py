@@ -1,9 +1,10 @@
 """Building and loading one CUDA version as a torch extension.
 
-Each version is its own extension: its kernel file plus the shared torch glue
-(versions/common/torch_glue.cpp), compiled with ninja into build/<name>/ and rebuilt
-only when a source or a flag changes. Loading registers torch.ops.flash_vNN.causal_attention
-and its fake kernel.
+Each version is its own extension: its kernel file plus the torch glue of its op kind
+(versions/common/torch_glue.cpp for prefill, decode_glue.cpp for decode), compiled with
+ninja into build/<name>/ and rebuilt only when a source or a flag changes. Loading
+registers torch.ops.flash_vNN.causal_attention (or flash_dNN.decode_attention) and its
+fake kernel.
 
 Target architectures: TORCH_CUDA_ARCH_LIST when it is set ("9.0", "7.5;9.0+PTX"), else
 the GPU that is present. We pass the -gencode flags ourselves, so torch's own arch
@@ -21,12 +22,12 @@ from pathlib import Path
 
 import torch
 
-from backends.registry import PROJECT_ROOT, VERSIONS_DIR, Capability, CudaVersion, arch_digits, capability_text
-from gpt2.model import AttentionFn
+from backends.registry import (DECODE, PREFILL, PROJECT_ROOT, VERSIONS_DIR, Capability, KernelVersion, OpKind,
+                               arch_digits, capability_text)
+from gpt2.model import AttentionFn, DecodeFn
 
 BUILD_ROOT = PROJECT_ROOT / "build"
 COMMON_DIR = VERSIONS_DIR / "common"
-GLUE_SOURCE = COMMON_DIR / "torch_glue.cpp"
 BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-std=c++17")
 ARCH_LIST_VARIABLE = "TORCH_CUDA_ARCH_LIST"
 _ARCH = re.compile(r"^(\d+)\.(\d+)(a?)(\+PTX)?$")
@@ -91,14 +92,14 @@ def target_archs(arch_list: str | None) -> list[Arch]:
                           "Turing)")
 
 
-def arch_for(version: CudaVersion, arch: Arch) -> Arch:
+def arch_for(version: KernelVersion, arch: Arch) -> Arch:
     """What `version` is built for where `arch` (a capability it runs on) is asked: `arch`
     itself, or for a version built only for an arch-specific target, that target without
     PTX (sm_90a's PTX would run on no other GPU either)."""
     return Arch(arch.capability, arch_specific=True) if version.arch_specific else arch
 
 
-def archs_for(version: CudaVersion, archs: list[Arch]) -> tuple[list[Arch], str | None]:
+def archs_for(version: KernelVersion, archs: list[Arch]) -> tuple[list[Arch], str | None]:
     """The architectures this version is built for when `archs` are asked (each once), and
     why the others are skipped."""
     mismatches = {a: version.capability_mismatch(a.capability) for a in archs}
@@ -141,11 +142,11 @@ def check_build_setup() -> None:
         raise BuildSetupError("CUDA toolkit not found: put nvcc on PATH or set CUDA_HOME")
 
 
-def build_dir(version: CudaVersion) -> Path:
+def build_dir(version: KernelVersion) -> Path:
     return BUILD_ROOT / version.name
 
 
-def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = False) -> None:
+def build_and_load(version: KernelVersion, archs: list[Arch], *, verbose: bool = False) -> None:
     """Compile (if needed) and load the version's library for `archs`.
 
     Raises whatever torch's builder raises on a compiler error, with the compiler's
@@ -164,7 +165,7 @@ def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = F
     with build_folder_lock(out_dir):
         cpp_extension.load(
             name=version.namespace,
-            sources=[str(version.source_dir / "attention.cu"), str(GLUE_SOURCE)],
+            sources=[str(version.source_dir / "attention.cu"), str(COMMON_DIR / version.glue_file)],
             extra_cflags=["-O3", f"-DATTN_NAMESPACE={version.namespace}", *version.glue_defines],
             extra_cuda_cflags=[*BASE_CUDA_FLAGS, *version.build_flags, *version.glue_defines, *arch_flags],
             extra_include_paths=[str(COMMON_DIR)],
@@ -174,27 +175,35 @@ def build_and_load(version: CudaVersion, archs: list[Arch], *, verbose: bool = F
         )
 
 
-def register_fake(namespace: str) -> None:
-    """The op's fake (meta) kernel: a new contiguous (B, T, C) tensor like q."""
-    qualname = f"{namespace}::causal_attention"
+def register_fake(namespace: str, kind: OpKind = PREFILL) -> None:
+    """The op's fake (meta) kernel: a new contiguous tensor shaped like q ((B, T, C) for
+    prefill, (B, C) for decode)."""
+    qualname = f"{namespace}::{kind.op_name}"
     if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"):
         return  # already registered in this process
 
-    def fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+    def fake_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
         torch._check(q.dim() == 3, lambda: f"{qualname}: q must be 3-D (B, T, C)")
         torch._check(q.shape == k.shape and q.shape == v.shape,
                      lambda: f"{qualname}: q, k and v must have the same shape")
         return q.new_empty(q.shape)  # contiguous
 
-    torch.library.register_fake(qualname, fake)
+    def fake_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
+                    num_heads: int) -> torch.Tensor:
+        torch._check(q.dim() == 2, lambda: f"{qualname}: q must be 2-D (B, C)")
+        torch._check(k_cache.dim() == 3 and k_cache.shape == v_cache.shape,
+                     lambda: f"{qualname}: k_cache and v_cache must be 3-D (B, S, C) of one shape")
+        return q.new_empty(q.shape)  # (B, C), contiguous
+
+    torch.library.register_fake(qualname, fake_decode if kind == DECODE else fake_prefill)
 
 
-def load_op(version: CudaVersion, *, verbose: bool = False) -> AttentionFn:
+def load_op(version: KernelVersion, *, verbose: bool = False) -> AttentionFn | DecodeFn:
     """The version's op, built for the visible GPU (or TORCH_CUDA_ARCH_LIST) and loaded."""
     check_build_setup()
     archs, skipped = archs_for(version, target_archs(os.environ.get(ARCH_LIST_VARIABLE)))
     if not archs:
         raise BuildSetupError(f"{version.name}: {skipped}")
     build_and_load(version, archs, verbose=verbose)
-    register_fake(version.namespace)
-    return getattr(torch.ops, version.namespace).causal_attention
+    register_fake(version.namespace, version.op_kind)
+    return getattr(getattr(torch.ops, version.namespace), version.op_kind.op_name)

@@ -275,11 +275,9 @@ class FlexBaseline(Backend):
 
         return flex_decode_for(device)
 
-    def timed_decode(self, device: torch.device | str, dtype: str) -> DecodeFn:
-        from backends.flex import flex_decode_for
-
-        self.decode_attention(device, dtype)  # refuses what the row does not run
-        return flex_decode_for(torch.device(device), dynamic=False)
+    # The decode benchmark times the dynamic-shape compilation (decode_attention): one or two
+    # compilations per dtype, where one per shape would be 20 per dtype, a minute or more each
+    # sweep for a kernel whose time is bytes over bandwidth at every shape but the smallest.
 
     def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
         weight = next(model.parameters())
@@ -343,6 +341,7 @@ class KernelVersion(Backend):
     is_version: ClassVar[bool] = True
     op_kind: ClassVar[OpKind]  # the one op its kernel file implements
     glue_file: ClassVar[str]  # the torch glue it is linked with, in versions/common/
+    launch_header: ClassVar[str]  # the launcher contract its kernel file implements, in versions/common/
     probe_file: ClassVar[str]  # the compile check's launch probe, in harness/probe/
 
     @property
@@ -410,6 +409,7 @@ class CudaVersion(KernelVersion):
 
     op_kind: ClassVar[OpKind] = PREFILL
     glue_file: ClassVar[str] = "torch_glue.cpp"
+    launch_header: ClassVar[str] = "attention_launch.h"
     probe_file: ClassVar[str] = "launch_config_probe.cpp"
 
     def _load(self, device: torch.device) -> AttentionFn:
@@ -438,6 +438,7 @@ class DecodeVersion(KernelVersion):
 
     op_kind: ClassVar[OpKind] = DECODE
     glue_file: ClassVar[str] = "decode_glue.cpp"
+    launch_header: ClassVar[str] = "decode_launch.h"
     probe_file: ClassVar[str] = "decode_config_probe.cpp"
 
     def _load_decode(self, device: torch.device) -> DecodeFn:
@@ -713,6 +714,32 @@ BACKENDS: tuple[Backend, ...] = (
              "the exponentials first on the masked tiles too",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    # The decode track: one query row per sequence against a KV cache, every dtype.
+    _decode_version(1, "one_block_per_head", "one block per (sequence, head) streams K and V in 16-byte vectors, "
+                    "an online softmax per group of lanes, the groups merged in shared memory",
+                    build_flags=_FAST_MATH),
+    _decode_version(2, "split_sequence", "d01 with each head's cached rows cut into pieces, one block each, "
+                    "planned from (B, H, S, SM count); a second kernel merges the pieces (flash-decoding)",
+                    build_flags=_FAST_MATH),
+    _decode_version(3, "merge_in_cluster", "d02 with a head's pieces one thread-block cluster: block 0 merges "
+                    "the others' partial results through distributed shared memory, in the same launch",
+                    build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
+    _decode_version(4, "copies_in_flight", "d03 with K and V tiles copied by cp.async into a ring of four "
+                    "shared-memory stages: three tiles (48 KB) in flight per block while one is computed",
+                    build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
+    _decode_version(5, "plan_from_lengths", "d04 with each piece's rows planned on the device from the "
+                    "sequence's own length, not the cache's: a sequence shorter than its cache uses every "
+                    "block of its cluster", build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
+    _decode_version(6, "rows_of_a_tile_at_once", "d05 with each group of lanes taking its four rows of a tile "
+                    "side by side: four scores, one maximum and one rescale per tile, not one chain per row",
+                    build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
+    _decode_version(7, "one_wave_of_pieces", "d06 with the pieces planned to fill one wave of the block "
+                    "slots, up to 16 per head (a non-portable cluster): batch 8 no longer spills into a "
+                    "second wave, batch 1 reaches every SM", build_flags=_FAST_MATH,
+                    min_compute_capability=_HOPPER),
+    _decode_version(8, "tensor_cores", "d07 with bfloat16 and float16 on the tensor cores: S = q K^T and "
+                    "O += P V as mma.sync m16n8k16 (q the first row of 16), K and V by ldmatrix from "
+                    "swizzled stages; float32 unchanged", build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

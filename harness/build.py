@@ -15,7 +15,7 @@ from typing import Sequence
 
 from backends.extension import ARCH_LIST_VARIABLE, Arch, archs_for, check_build_setup, target_archs
 from backends.interrupts import end_with_parent, end_worker, exit_quietly_on_signals
-from backends.registry import Backend, CudaVersion, capability_text
+from backends.registry import Backend, KernelVersion, capability_text
 
 WORKER_GRACE_SECONDS = 1.0
 
@@ -29,7 +29,7 @@ class BuildResult:
     skipped: str = ""  # why the version was not built (needs a newer GPU than every target)
 
 
-def _build_one(version: CudaVersion, archs: list[Arch]) -> BuildResult:
+def _build_one(version: KernelVersion, archs: list[Arch]) -> BuildResult:
     """Runs in a worker process: build (or find up to date) and load the version."""
     from backends.extension import build_and_load
 
@@ -68,7 +68,7 @@ def build_all(backends: Sequence[Backend], *, jobs: int | None = None) -> list[B
     line per version as it finishes. A version that fails is reported with its compiler
     error and the others still build; one that needs a newer GPU than every target is
     skipped with the reason. Raises BuildSetupError when nothing can be built here."""
-    versions = [b for b in backends if isinstance(b, CudaVersion)]
+    versions = [b for b in backends if isinstance(b, KernelVersion)]
     if not versions:
         return []
     check_build_setup()

@@ -24,7 +24,8 @@ from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
 from harness.results import ResultsFileError
-from harness.study import KERNEL_ROUNDS, KERNEL_SHAPES, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS
+from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, KERNEL_ROUNDS, KERNEL_SHAPES, QUICK_DECODE_SHAPES,
+                           QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS)
 
 DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all' (default); each backend is "
                "measured in each of them that it takes (python -m harness list says which)")
@@ -67,12 +68,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'backend':15s} {'runs on':{where_width}s} description  [{here}]")
     for b in registry.BACKENDS:
         notes = []
-        if isinstance(b, registry.CudaVersion):
+        if isinstance(b, registry.KernelVersion):
             if b.build_flags:
                 notes.append("flags: " + " ".join(b.build_flags))
             notes.append(f"inputs: {b.input_layout}")
         if b.dtypes != precision.EVERY:
             notes.append("dtypes: " + ", ".join(b.dtypes) + (f" ({b.dtype_note})" if b.dtype_note else ""))
+        notes.append("ops: " + ", ".join(k.name for k in b.kinds))
         reason = b.why_unavailable(target)
         if reason and target.capability:
             notes.append(f"not available: {reason}")
@@ -155,14 +157,20 @@ def _gated(args: argparse.Namespace, dtypes: list[str]) -> tuple[list[Backend], 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from harness.correctness import run_gate
+    from harness.decode_gate import run_decode_gate
 
     selected = registry.select(args.backends)
     dtypes = _dtypes(args)
     device = _cuda()
     gate = run_gate(selected, dtypes, results_dir=args.results_dir, resume=not args.fresh, device=device)
-    left_out = sum(1 for dtype in dtypes for b in registry.partition(selected, Target.of(device), dtype)[0]
-                   if (b.name, dtype) in gate.left_out)
-    return 0 if left_out == 0 else 1
+    decode_left_out = run_decode_gate(selected, dtypes, results_dir=args.results_dir, resume=not args.fresh,
+                                      device=device)
+    failed = 0
+    for kind, left_out in ((registry.PREFILL, gate.left_out), (registry.DECODE, decode_left_out)):
+        runnable = registry.providing(selected, kind)
+        failed += sum(1 for dtype in dtypes for b in registry.partition(runnable, Target.of(device), dtype, kind)[0]
+                      if (b.name, dtype) in left_out)
+    return 0 if failed == 0 else 1
 
 
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
@@ -177,6 +185,23 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     path = bench_kernels.run(backends, dtypes, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
                              results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
                              rounds=args.rounds)
+    print(f"rows in {_shown(path)}")
+    return 0
+
+
+def cmd_bench_decode(args: argparse.Namespace) -> int:
+    from harness import bench_decode
+    from harness.decode_gate import run_decode_gate
+
+    selected = registry.select(args.backends)
+    if args.rounds < 1:
+        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    dtypes = _dtypes(args)
+    device = _cuda()
+    excluded = {} if args.skip_gate else run_decode_gate(selected, dtypes, results_dir=args.results_dir, device=device)
+    path = bench_decode.run(selected, dtypes, QUICK_DECODE_SHAPES if args.quick else DECODE_SHAPES,
+                            results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
+                            rounds=args.rounds)
     print(f"rows in {_shown(path)}")
     return 0
 
@@ -457,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=None, help="nvcc processes at once (default: cores)")
     p.set_defaults(func=cmd_compile_check)
 
-    p = sub.add_parser("check", help="correctness gate: every backend against float64 (GPU)")
+    p = sub.add_parser("check", help="correctness gates: every backend's prefill and decode ops against float64 "
+                                     "(GPU)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
     p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
     p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
@@ -465,7 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check, on_stop=ROWS_KEPT)
 
     for name, func, help_text in (
-            ("bench-kernels", cmd_bench_kernels, "device time and call time of every backend's op (GPU)"),
+            ("bench-kernels", cmd_bench_kernels, "device time and call time of every backend's prefill op (GPU)"),
+            ("bench-decode", cmd_bench_decode, "device time, call time and bytes per second of every backend's "
+                                               "decode op against the HBM bandwidth (GPU)"),
             ("bench-e2e", cmd_bench_e2e, "GPT-2 generation with every backend: GPU time and eager time (GPU)")):
         p = sub.add_parser(name, help=help_text + "; rows go to <results-dir>/<gpu>/ and a rerun resumes")
         p.add_argument("--backends", default="all", help=BACKENDS_HELP)
@@ -477,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time without the correctness gate (by default a backend is timed only if it "
                             "passed the gate on this setup; the gate runs for those not yet checked)")
         results_dir(p)
+        if name == "bench-decode":
+            p.add_argument("--rounds", type=int, default=DECODE_ROUNDS,
+                           help="rounds per shape, the order of the backends reversed every other round; each "
+                                "row pools its rounds' replays (default: %(default)s)")
         if name == "bench-kernels":
             p.add_argument("--rounds", type=int, default=KERNEL_ROUNDS,
                            help="rounds per shape, the order of the backends reversed every other round; each "

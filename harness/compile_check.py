@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Sequence
 
 from backends.extension import BASE_CUDA_FLAGS, COMMON_DIR, Arch, arch_for, find_nvcc
-from backends.registry import OLDEST_CAPABILITY, Backend, Capability, CudaVersion, arch_digits, capability_text
+from backends.registry import OLDEST_CAPABILITY, Backend, Capability, KernelVersion, arch_digits, capability_text
 from harness.study import HEADLINE_SHAPES, Shape
 
 DEFAULT_ARCHS = ("sm_90", "sm_75")  # Hopper (our GPUs) and Turing (the original GTX 1660 Super)
-PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "launch_config_probe.cpp"
-PROBE_SHAPE: Shape = HEADLINE_SHAPES[0]  # contiguous q, k, v
+PROBE_DIR = Path(__file__).resolve().parent / "probe"  # a launch probe per op kind (KernelVersion.probe_file)
+PROBE_SHAPE: Shape = HEADLINE_SHAPES[0]  # contiguous q, k, v (decode: caches of T rows)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class KernelRequirements:
     alignment_bytes: int
     half_precision: bool  # the track whose launcher contract it implements (HalfArgs)
 
-    def disagreement(self, version: CudaVersion) -> str | None:
+    def disagreement(self, version: KernelVersion) -> str | None:
         """Why the version's registry row does not say the same, or None."""
         row = KernelRequirements(version.strided_inputs, version.alignment_bytes, version.half_precision)
         if row == self:
@@ -130,14 +130,14 @@ def arch_capability(arch: str) -> Capability:
     return parse_arch(arch).capability
 
 
-def skip_reason(version: CudaVersion, arch: str) -> str | None:
+def skip_reason(version: KernelVersion, arch: str) -> str | None:
     """Why `version` is not compiled for `arch` (a GPU of its capability cannot run it), or None."""
     capability = arch_capability(arch)
     mismatch = version.capability_mismatch(capability)
     return f"{mismatch}; {arch} is {capability_text(capability)}" if mismatch else None
 
 
-def compiled_arch(version: CudaVersion, arch: str) -> str:
+def compiled_arch(version: KernelVersion, arch: str) -> str:
     """The architecture `version` is compiled for where `arch` is asked: `arch`, or sm_90a for
     sm_90 when the version is built only for that arch-specific target."""
     return arch_for(version, parse_arch(arch)).sm_name
@@ -151,7 +151,7 @@ def _run(cmd: list[str], what: str) -> str:
     return output
 
 
-def compile_version(nvcc: Path, version: CudaVersion, arch: str, out_dir: Path) -> KernelResources:
+def compile_version(nvcc: Path, version: KernelVersion, arch: str, out_dir: Path) -> KernelResources:
     """Compile to out_dir/<name>_<arch>.o and parse ptxas's report."""
     obj = out_dir / f"{version.name}_{arch}.o"
     # -gencode rather than -arch: nvcc 13.0's -arch=sm_90a also runs a plain sm_90 pass,
@@ -206,40 +206,44 @@ def parse_ptxas_report(name: str, arch: str, output: str) -> KernelResources:
     return max(reports, key=lambda r: r.registers)
 
 
-def compile_probe(nvcc: Path, out_dir: Path, defines: tuple[str, ...] = ()) -> Path:
-    """The probe's object file, compiled for the launcher contract that `defines` select
-    (a version's glue_defines: none for the float32 track)."""
-    obj = out_dir / ("launch_config_probe" + "".join(d.removeprefix("-D").lower() for d in defines) + ".o")
-    _run([str(nvcc), "-c", str(PROBE_SOURCE), "-o", str(obj), f"-I{COMMON_DIR}", "-std=c++17", *defines],
-         "the probe")
+def compile_probe(nvcc: Path, out_dir: Path, defines: tuple[str, ...] = (),
+                  probe_file: str = "launch_config_probe.cpp") -> Path:
+    """The object file of the probe `probe_file` (harness/probe/), compiled for the launcher
+    contract that `defines` select (a version's glue_defines: none for the float32 track)."""
+    stem = Path(probe_file).stem
+    obj = out_dir / (stem + "".join(d.removeprefix("-D").lower() for d in defines) + ".o")
+    _run([str(nvcc), "-c", str(PROBE_DIR / probe_file), "-o", str(obj), f"-I{COMMON_DIR}", "-std=c++17",
+          *defines], f"the probe {probe_file}")
     return obj
 
 
 class Probes:
-    """The probe's object files, one per launcher contract (float32 Args, half HalfArgs),
-    each compiled on first use; thread-safe, for check_versions' parallel workers."""
+    """The probes' object files, one per launcher contract (prefill float32 Args, prefill half
+    HalfArgs, decode Args), each compiled on first use; thread-safe, for check_versions'
+    parallel workers."""
 
     def __init__(self, nvcc: Path, out_dir: Path) -> None:
         self.nvcc, self.out_dir = nvcc, out_dir
         self._objects: dict[tuple[str, ...], Path | CompileError] = {}
         self._lock = threading.Lock()
 
-    def object_for(self, version: CudaVersion) -> Path:
+    def object_for(self, version: KernelVersion) -> Path:
         """The probe compiled for `version`'s contract; raises CompileError if it does not compile."""
-        defines = version.glue_defines
+        key = (version.probe_file, *version.glue_defines)
         with self._lock:
-            if defines not in self._objects:
+            if key not in self._objects:
                 try:
-                    self._objects[defines] = compile_probe(self.nvcc, self.out_dir, defines)
+                    self._objects[key] = compile_probe(self.nvcc, self.out_dir, version.glue_defines,
+                                                       version.probe_file)
                 except CompileError as err:
-                    self._objects[defines] = err
-            found = self._objects[defines]
+                    self._objects[key] = err
+            found = self._objects[key]
         if isinstance(found, CompileError):
             raise found
         return found
 
 
-def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVersion,
+def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: KernelVersion,
                  shape: Shape = PROBE_SHAPE,
                  limits: DeviceLimits = PROBE_LIMITS) -> tuple[LaunchConfig, KernelRequirements]:
     """Link the probe with the version's object file and run it (no GPU needed)."""
@@ -248,8 +252,9 @@ def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVer
     if link.returncode != 0:
         output = link.stdout + link.stderr
         if "launch_config" in output:
-            raise CompileError(f"{version.name} does not define causal_attention::launch_config "
-                               "(versions/common/attention_launch.h declares it; every version defines it)")
+            raise CompileError(f"{version.name} does not define {version.op_kind.op_name}::launch_config "
+                               f"(versions/common/{version.launch_header} declares it; every version "
+                               "defines it)")
         raise CompileError(f"linking the launch probe with {version.name} failed:\n{output}")
     output = _run([str(exe), str(shape.B), str(shape.H), str(shape.T), str(limits.smem_per_block),
                    str(limits.smem_per_block_optin), str(limits.sm_count)], f"the launch probe of {version.name}")
@@ -263,7 +268,7 @@ def probe_launch(nvcc: Path, probe_obj: Path, kernel_obj: Path, version: CudaVer
 
 @dataclass(frozen=True)
 class VersionReport:
-    version: CudaVersion
+    version: KernelVersion
     resources: dict[str, KernelResources | str]  # arch -> resources, or why not (skipped, error)
     launch: LaunchConfig | str  # or why not
     launch_failed: bool = False  # the probe did not run (no launch_config, a link error)
@@ -275,7 +280,7 @@ class VersionReport:
         return self.requirements.disagreement(self.version) if self.requirements else None
 
 
-def check_version(nvcc: Path, version: CudaVersion, archs: Sequence[str], probes: Probes | None,
+def check_version(nvcc: Path, version: KernelVersion, archs: Sequence[str], probes: Probes | None,
                   out_dir: Path) -> VersionReport:
     resources: dict[str, KernelResources | str] = {}
     launch: LaunchConfig | str = "no architecture compiled"
@@ -308,7 +313,7 @@ def compile_failed(r: KernelResources | str) -> bool:
         isinstance(r, KernelResources) and bool(r.wgmma_serialized))
 
 
-def check_versions(nvcc: Path, versions: Sequence[CudaVersion], archs: Sequence[str], probes: Probes | None,
+def check_versions(nvcc: Path, versions: Sequence[KernelVersion], archs: Sequence[str], probes: Probes | None,
                    out_dir: Path, jobs: int | None = None) -> list[VersionReport]:
     """check_version for each version, `jobs` nvcc processes at once (default: cores)."""
     with futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
@@ -350,7 +355,7 @@ def run_compile_check(backends: Sequence[Backend], archs: Sequence[str] | None, 
     archs = list(archs or DEFAULT_ARCHS)
     for arch in archs:
         arch_capability(arch)  # refuse a malformed name before compiling anything
-    versions = [b for b in backends if isinstance(b, CudaVersion)]
+    versions = [b for b in backends if isinstance(b, KernelVersion)]
     with tempfile.TemporaryDirectory() as tmp:
         reports = check_versions(nvcc, versions, archs, Probes(nvcc, Path(tmp)), Path(tmp), jobs)
     print(RESOURCES_HEADER)

@@ -211,3 +211,34 @@ def measure_peak(device: torch.device, dtype: str, n: int = 8192, reps: int = 10
     seconds = statistics.median(s.elapsed_time(e) for s, e in pairs) * 1e-3
     kind = "FMA" if dtype == precision.FLOAT32 else "tensor"
     return Peak(f"{dtype} {kind}", 2.0 * n**3 / seconds / 1e12)
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """The HBM's rate as a large device-to-device copy reaches it, measured in the same run as
+    the rows it is compared with."""
+
+    gbps: float  # bytes read plus bytes written, over the copy's median time, in 10^9 bytes/s
+    bytes_copied: int
+
+
+COPY_BYTES = 2 * 2**30  # 2 GiB: far past any L2, a few ms per copy
+
+
+def measure_bandwidth(device: torch.device, nbytes: int = COPY_BYTES, reps: int = 10) -> Bandwidth:
+    """dst.copy_(src) of `nbytes` on the device, `reps` times after warm-up, CUDA events around
+    each; the median's rate counts the bytes read and the bytes written."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    pairs = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize(device)
+    seconds = statistics.median(s.elapsed_time(e) for s, e in pairs) * 1e-3
+    return Bandwidth(gbps=2 * src.numel() * 4 / seconds / 1e9, bytes_copied=src.numel() * 4)

@@ -149,6 +149,60 @@ class StageRow:
     provenance: Provenance
 
 
+@dataclass(frozen=True)
+class DecodeCorrectnessRow:
+    """One backend's decode op on one case of the decode gate (harness/decode_gate.py) against
+    float64 computed from the same inputs, with the bounds it was held to."""
+
+    backend: str
+    dtype: str
+    case: str  # the gate case's name: what it exercises (ragged lengths, strided caches, ...)
+    B: int
+    H: int
+    S: int  # rows of each cache
+    rel_err: float
+    max_abs_err: float
+    rel_tol: float
+    abs_tol: float
+    passed: bool
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class DecodeRow:
+    """One backend's decode op at one shape: device time per call (CUDA graph replays of
+    reps x [L2 flush, call] minus the flushes alone), the K and V bytes it must read, and the
+    rate against the HBM bandwidth measured in the same run (a large device-to-device copy)."""
+
+    backend: str
+    dtype: str
+    B: int
+    H: int
+    S: int  # rows of each cache
+    lengths: str  # harness/study.py: "full" (every sequence attends to S rows) or "ramp"
+    status: str
+    notes: str | None
+    reps: int | None
+    replays: int | None
+    rounds: int | None
+    us_device_median: float | None
+    us_device_min: float | None
+    us_device_max: float | None
+    us_call_median: float | None
+    bytes_read: int  # K and V bytes of every attended row
+    gbps: float | None  # bytes_read over the device median, in GB/s (10^9 bytes)
+    hbm_gbps: float | None  # the copy's rate in the same run: read + written bytes over its time
+    fraction_of_hbm: float | None
+    reference: str | None  # the fastest PyTorch backend at this shape and dtype in the same run
+    ratio_to_reference: float | None  # device median / the reference's
+
+    provenance: Provenance
+
+    @property
+    def measured(self) -> bool:
+        return self.status == OK
+
+
 R = TypeVar("R")
 
 
@@ -326,6 +380,8 @@ CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "dtype", "B",
 KERNELS = Table(KernelRow, "kernels.csv", ("backend", "dtype", "B", "H", "T"))
 E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "tokens"))
 STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
+DECODE_CORRECTNESS = Table(DecodeCorrectnessRow, "decode_correctness.csv", ("backend", "dtype", "case"))
+DECODE_TIMES = Table(DecodeRow, "decode.csv", ("backend", "dtype", "B", "H", "S", "lengths"))
 
 
 def read_reporting(table: Table[R], path: Path) -> list[R]:

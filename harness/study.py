@@ -59,3 +59,59 @@ HEADLINE_TOKENS = TOKEN_COUNTS[-1]  # the README's end-to-end table and the cros
 # ~30 s of the sweep, since torch specialises sizes of 1.)
 GATE_SHAPES = (Shape(1, 12, 2), Shape(3, 12, 33), Shape(2, 16, 49), Shape(1, 12, 65), Shape(3, 16, 129),
                Shape(2, 12, 513), Shape(1, 12, 1024))
+
+
+# -- decode (one query row per sequence against a KV cache) ----------------------------
+FULL, RAMP = "full", "ramp"  # how a decode shape's lengths are laid out (DecodeShape.lengths)
+
+
+@dataclass(frozen=True, order=True)
+class DecodeShape:
+    """A decode call: B sequences with caches of S rows, H heads of HEAD_DIM. lengths FULL:
+    every sequence attends to all S rows (the benchmark's grid, generation); RAMP: sequence b
+    attends to ceil(S / 4 * (b + 1) / B) rows, from S / (4 B) up to S / 4 (a server's batch
+    of sequences at different steps in caches preallocated for the longest context)."""
+
+    B: int
+    H: int
+    S: int
+    lengths: str = FULL
+
+    def __post_init__(self) -> None:
+        if self.lengths not in (FULL, RAMP):
+            raise ValueError(f"lengths must be {FULL!r} or {RAMP!r}, got {self.lengths!r}")
+
+    @property
+    def C(self) -> int:
+        return self.H * HEAD_DIM
+
+    def host_lengths(self) -> list[int]:
+        """The rows each sequence attends to."""
+        if self.lengths == FULL:
+            return [self.S] * self.B
+        return [-(-self.S * (b + 1) // (4 * self.B)) for b in range(self.B)]  # ceil(S (b + 1) / 4B)
+
+    def bytes_read(self, element_size: int) -> int:
+        """The K and V bytes a call must read: every attended row of both caches."""
+        return 2 * sum(self.host_lengths()) * self.C * element_size
+
+    def label(self) -> str:
+        return f"B={self.B} L={self.S}" + ("" if self.lengths == FULL else " ragged")
+
+    def describe(self) -> str:
+        lengths = "" if self.lengths == FULL else f", lengths {self.lengths} up to {max(self.host_lengths())}"
+        return f"B={self.B}, H={self.H}, S={self.S}, d={HEAD_DIM}{lengths}"
+
+
+# The decode benchmark's grid: batch x cache length, GPT-2 small's heads, every sequence at
+# the cache's full length; and two ragged batches in caches of 16384 rows (the decode versions
+# only: the baselines take ragged batches one sequence per call, which times the loop).
+DECODE_BATCHES = (1, 8, 32, 64, 128)
+DECODE_LENGTHS = (256, 1024, 4096, 16384)
+DECODE_SHAPES = (*(DecodeShape(B, GPT2_HEADS, S) for B in DECODE_BATCHES for S in DECODE_LENGTHS),
+                 DecodeShape(8, GPT2_HEADS, 16384, RAMP), DecodeShape(64, GPT2_HEADS, 16384, RAMP))
+QUICK_DECODE_SHAPES = (DecodeShape(1, GPT2_HEADS, 1024), DecodeShape(8, GPT2_HEADS, 1024),
+                       DecodeShape(64, GPT2_HEADS, 4096))
+# Rounds per decode shape, the order reversed every other round: decode calls are short and
+# many, three rounds keep the sweep's time (20 shapes x 3 dtypes) near a minute.
+DECODE_ROUNDS = 3

@@ -28,12 +28,12 @@ class VersionOps(dict):
         pytest.skip(f"{name}: {self.unavailable.get(name, 'not built')}")
 
 
-def versions_used(items: list[pytest.Item]) -> set[str] | None:
-    """The versions that the selected tests taking `version_ops` name in their `name`
-    parameter; None (all of them) if one of those tests names none."""
+def versions_used(items: list[pytest.Item], fixture: str = "version_ops") -> set[str] | None:
+    """The versions that the selected tests taking `fixture` name in their `name` parameter;
+    None (all of them) if one of those tests names none."""
     names: set[str] = set()
     for item in items:
-        if "version_ops" not in getattr(item, "fixturenames", ()):
+        if fixture not in getattr(item, "fixturenames", ()):
             continue
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "name" not in params:
@@ -51,6 +51,22 @@ def version_ops(request: pytest.FixtureRequest) -> VersionOps:
 
     used = versions_used(request.session.items)
     selected = [v for v in registry.versions() if used is None or v.name in used]
+    runnable, unavailable = registry.partition(selected, Target.of("cuda"))
+    results = build_all(runnable)
+    failed = [r for r in results if not r.ok]
+    assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)
+    return VersionOps({v.name: load_op(v) for v in runnable}, unavailable)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def decode_ops(request: pytest.FixtureRequest) -> VersionOps:
+    """The decode op of every decode version the selected tests use, as version_ops does for
+    the prefill versions."""
+    from backends.extension import load_op
+    from harness.build import build_all
+
+    used = versions_used(request.session.items, "decode_ops")
+    selected = [v for v in registry.decode_versions() if used is None or v.name in used]
     runnable, unavailable = registry.partition(selected, Target.of("cuda"))
     results = build_all(runnable)
     failed = [r for r in results if not r.ok]

@@ -23,12 +23,12 @@ HOPPER_ONLY_NEEDS = "needs compute capability 9.0 exactly (v16 tf32x3_mma: sm_90
 
 def test_every_version_folder_has_a_row_and_every_row_a_folder():
     folders = sorted(p.name for p in VERSIONS_DIR.iterdir() if p.is_dir() and p.name != "common")
-    rows = sorted(v.folder for v in registry.versions())
+    rows = sorted(v.folder for v in registry.kernel_versions())
     assert folders == rows
 
 
 def test_each_version_folder_holds_a_kernel_and_notes():
-    for version in registry.versions():
+    for version in registry.kernel_versions():
         assert (version.source_dir / "attention.cu").is_file(), version.name
         assert (version.source_dir / "README.md").is_file(), version.name
 
@@ -36,7 +36,7 @@ def test_each_version_folder_holds_a_kernel_and_notes():
 def test_names_and_namespaces_are_unique():
     names = registry.names()
     assert len(names) == len(set(names))
-    spaces = [v.namespace for v in registry.versions()]
+    spaces = [v.namespace for v in registry.kernel_versions()]
     assert len(spaces) == len(set(spaces))
 
 
@@ -59,7 +59,7 @@ def test_each_step_names_an_earlier_version_as_its_parent():
 
 
 def test_kernel_files_are_free_of_torch_headers():
-    for v in registry.versions():
+    for v in registry.kernel_versions():
         text = (v.source_dir / "attention.cu").read_text()
         assert "torch/" not in text and "ATen/" not in text, v.name
 

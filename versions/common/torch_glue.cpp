@@ -7,6 +7,7 @@
 // (meta) kernel is registered from Python (register_fake in backends/extension.py)
 // because it must work with symbolic shapes.
 #include "attention_launch.h"
+#include "glue_text.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -47,17 +48,7 @@ bool accepted_dtype(at::ScalarType type) {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 static_assert(causal_attention::kHeadDim == 64, "the head-dimension message below says 64");
 
-// Error messages get numbers as strings made here, never as integers streamed into
-// TORCH_CHECK's ostringstream: with the torch 2.11 wheel and the image's g++ on our
-// H100/H200 machines, an integer streamed from inside an extension crashed the process
-// (a libstdc++ mismatch in ostream::_M_insert<long>, seen in cuda-gdb); strings are safe.
-std::string fmt(int64_t value) { return std::to_string(value); }
-
-std::string fmt(c10::IntArrayRef values) {
-  std::string text = "(";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + ")";
-}
+using glue_text::fmt;  // numbers in messages as strings (glue_text.h says why)
 
 // Checks one of q, k, v against the op contract and the version's requirements.
 void check_operand(const at::Tensor& t,
