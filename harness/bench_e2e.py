@@ -41,8 +41,8 @@ from backends import precision, registry
 from backends.environment import Provenance, collect
 from backends.registry import Backend, BackendUnavailableError, Target
 from gpt2.config import GPT2Config
-from gpt2.generate import greedy_generate
 from gpt2.model import GPT2, AttentionFn
+from gpt2.modes import greedy_generate
 from gpt2.timing import EagerTiming, GenerationPlan, GraphTiming, Spread, time_eager, time_graph
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import WeightsSource, build_model
@@ -136,7 +136,7 @@ class Sweep:
         if dtype not in self._reference_tokens:
             model = self.model(dtype)
             model.set_attention(registry.get(registry.TOKENS_REFERENCE).attention(self.device, dtype))
-            ids = greedy_generate(model, self.plan.prompt_ids, self.plan.total)
+            ids = greedy_generate(model, self.plan.prompts, self.plan.total)
             self._reference_tokens[dtype] = tuple(ids[0].tolist())
         return self._reference_tokens[dtype]
 
@@ -178,10 +178,10 @@ class Sweep:
         model = self.model(dtype)
         model.set_attention(backend.attention(self.device, dtype))
         backend.prepare_generation(model, self.plan.total)
-        greedy_generate(model, self.plan.prompt_ids, self.plan.prompt_len + WARMUP_TOKENS)
+        greedy_generate(model, self.plan.prompts, self.plan.prompt_len + WARMUP_TOKENS)
         eager = time_eager(model, self.plan, runs=EAGER_RUNS)
         if backend.name == registry.TOKENS_REFERENCE:
-            self._reference_tokens[dtype] = eager.token_ids
+            self._reference_tokens[dtype] = eager.token_ids[0]
         if not self.on_cuda:
             return eager, None, EAGER_ONLY_ON_CPU
         try:
@@ -215,11 +215,12 @@ class Sweep:
         naive_mean = self._naive_logits_mean(dtype, logits, backend)
         reference = self._naive_tokens(dtype)
         rows = []
+        ids = eager.token_ids[0]
         for n in self.todo(backend, dtype):
-            digest = token_digest(eager.token_ids[:n])
+            digest = token_digest(ids[:n])
             positions = range(self.plan.prompt_len, n)
-            same = eager.token_ids[:n] == reference[:n]
-            agreement = sum(eager.token_ids[p] == reference[p] for p in positions) / len(positions)
+            same = ids[:n] == reference[:n]
+            agreement = sum(ids[p] == reference[p] for p in positions) / len(positions)
             if precision.is_half(dtype):
                 check = None if naive_mean is None else logits.mean_abs <= LOGITS_FACTOR * naive_mean
             else:
@@ -272,7 +273,7 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], token_counts: Sequen
     the README's GPT-2 ratios divide by) next, each added if missing, unless their rows of this
     setup exist: a sweep of a few versions still has its ratios' reference in the same run, as
     the kernel benchmark does."""
-    plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), tuple(sorted(token_counts)))
+    plan = GenerationPlan((tuple(load_tokenizer().encode(PROMPT)),), tuple(sorted(token_counts)))
     sweep = Sweep(source, plan, device, results_dir, resume)
     excluded = excluded or {}
     for dtype in dtypes:

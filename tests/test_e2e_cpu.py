@@ -11,26 +11,14 @@ import torch
 from backends import registry
 from backends.baselines import naive_attention
 from backends.registry import NaiveBaseline
-from gpt2.config import GPT2Config
-from gpt2.generate import greedy_generate
-from gpt2.model import GPT2
+from gpt2.modes import greedy_generate
 from gpt2.timing import GenerationPlan, time_eager
 from harness import bench_e2e
 from harness.results import E2E
+from tests.tiny_gpt2 import TINY_CONFIG, tiny_model
 
 PROMPT = (15496, 11, 314, 1101, 257, 3303, 2746, 11)
 COUNTS = (10, 12, 13)
-
-
-TINY_CONFIG = GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=32)
-
-
-def tiny_model(attention, device: torch.device | None = None, dtype: torch.dtype = torch.float32) -> GPT2:
-    model = GPT2(TINY_CONFIG, attention)
-    generator = torch.Generator().manual_seed(0)
-    for p in model.parameters():
-        p.data.normal_(0.0, 0.5, generator=generator)  # large enough for attention to matter
-    return model.to(device or "cpu").to(dtype).eval().requires_grad_(False)
 
 
 TINY = bench_e2e.ModelSource(tiny_model, "tiny:test", TINY_CONFIG)
@@ -49,9 +37,9 @@ BROKEN = BrokenAttention(name="broken", description="ignores k", requires_cuda=F
 
 def test_eager_timing_gives_every_length_from_one_generation():
     model = tiny_model(registry.get("naive").attention("cpu"))
-    plan = GenerationPlan(PROMPT, COUNTS)
+    plan = GenerationPlan((PROMPT,), COUNTS)
     timing = time_eager(model, plan, runs=2)
-    assert timing.token_ids == tuple(greedy_generate(model, PROMPT, COUNTS[-1])[0].tolist())
+    assert timing.token_ids == (tuple(greedy_generate(model, [PROMPT], COUNTS[-1])[0].tolist()),)
     for shorter, longer in zip(COUNTS, COUNTS[1:]):
         assert all(a < b for a, b in zip(timing.seconds[shorter].values, timing.seconds[longer].values))
     assert timing.peak_memory_bytes is None  # CPU
@@ -59,9 +47,9 @@ def test_eager_timing_gives_every_length_from_one_generation():
 
 def test_plan_refuses_lengths_within_the_prompt():
     with pytest.raises(ValueError, match="exceed the prompt"):
-        GenerationPlan(PROMPT, (8, 12))
+        GenerationPlan((PROMPT,), (8, 12))
     with pytest.raises(ValueError, match="ascending"):
-        GenerationPlan(PROMPT, (12, 10))
+        GenerationPlan((PROMPT,), (12, 10))
 
 
 def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypatch):
@@ -101,9 +89,9 @@ def test_interrupted_sweep_resumes_and_still_compares_tokens(tmp_path, monkeypat
         assert naive.same_tokens_as_naive is True and math.same_tokens_as_naive is True
         assert math.tokens_sha256 == naive.tokens_sha256
         model.set_attention(BROKEN.attention("cpu"))
-        broken_ids = greedy_generate(model, PROMPT, n)[0].tolist()
+        broken_ids = greedy_generate(model, [PROMPT], n)[0].tolist()
         model.set_attention(registry.get("naive").attention("cpu"))
-        naive_ids = greedy_generate(model, PROMPT, n)[0].tolist()
+        naive_ids = greedy_generate(model, [PROMPT], n)[0].tolist()
         assert broken_ids != naive_ids, "the test's broken backend should change the tokens"
         assert broken.same_tokens_as_naive is False
         for row in (naive, math, broken):
