@@ -42,9 +42,9 @@ from backends.environment import Provenance, collect
 from backends.registry import Backend, BackendUnavailableError, Target
 from gpt2.config import GPT2Config
 from gpt2.model import GPT2, AttentionFn
-from gpt2.modes import greedy_generate
+from gpt2.modes import RECOMPUTE, greedy_generate
+from gpt2.prompts import STUDY_PROMPT_TOKENS, study_prompts
 from gpt2.timing import EagerTiming, GenerationPlan, GraphTiming, Spread, time_eager, time_graph
-from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import WeightsSource, build_model
 from harness.results import E2E, OK, E2ERow, done
 
@@ -83,6 +83,16 @@ def gpt2_model(weights: WeightsSource) -> ModelSource:
 def no_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
     """The floor's stand-in: an output of the right shape and layout, and no kernel."""
     return torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, T, C), uninitialised
+
+
+def recompute_plan(token_counts: Sequence[int]) -> GenerationPlan:
+    """The original study's generation: the study's prompt, one sequence, recomputed at each step."""
+    return GenerationPlan(study_prompts(1, STUDY_PROMPT_TOKENS), tuple(sorted(token_counts)), RECOMPUTE)
+
+
+def row_key(backend: str, dtype: str, plan: GenerationPlan, tokens: int) -> tuple:
+    """The key (results.E2E) of `backend`'s row at `tokens` tokens of `plan` in `dtype`."""
+    return backend, dtype, plan.mode.name, plan.batch, plan.prompt_len, tokens
 
 
 def token_digest(ids: Sequence[int]) -> str:
@@ -124,11 +134,11 @@ class Sweep:
         return self._models[dtype]
 
     def todo(self, backend: Backend, dtype: str) -> list[int]:
-        return [n for n in self.plan.token_counts if (backend.name, dtype, n) not in self.previous]
+        return [n for n in self.plan.token_counts if row_key(backend.name, dtype, self.plan, n) not in self.previous]
 
     def stored(self, name: str, dtype: str) -> E2ERow | None:
         """A row of this setup for `name` in `dtype` (its longest length), if one is stored."""
-        return self.previous.get((name, dtype, self.plan.total))
+        return self.previous.get(row_key(name, dtype, self.plan, self.plan.total))
 
     # -- references -------------------------------------------------------------------
     def _naive_tokens(self, dtype: str) -> tuple[int, ...]:
@@ -238,7 +248,8 @@ class Sweep:
         config = self.source.config
         spread = eager.seconds[n] if eager else None
         return E2ERow(
-            backend=backend.name, dtype=dtype, tokens=n, prompt_tokens=self.plan.prompt_len, status=status,
+            backend=backend.name, dtype=dtype, mode=self.plan.mode.name, batch=self.plan.batch, tokens=n,
+            prompt_tokens=self.plan.prompt_len, status=status,
             notes=notes, n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd,
             replays=len(gpu.values) if gpu else None, eager_runs=EAGER_RUNS if eager else None,
             seconds_gpu_median=gpu.median if gpu else None, seconds_gpu_min=gpu.min if gpu else None,
@@ -273,8 +284,7 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], token_counts: Sequen
     the README's GPT-2 ratios divide by) next, each added if missing, unless their rows of this
     setup exist: a sweep of a few versions still has its ratios' reference in the same run, as
     the kernel benchmark does."""
-    plan = GenerationPlan((tuple(load_tokenizer().encode(PROMPT)),), tuple(sorted(token_counts)))
-    sweep = Sweep(source, plan, device, results_dir, resume)
+    sweep = Sweep(source, recompute_plan(token_counts), device, results_dir, resume)
     excluded = excluded or {}
     for dtype in dtypes:
         order = registry.with_required(registry.with_required(backends, registry.kernel_reference(dtype)),
