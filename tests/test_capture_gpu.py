@@ -154,13 +154,18 @@ def test_benchmarks_write_complete_rows(tmp_path, version_ops):
 
     source = bench_e2e.ModelSource(lambda attention, device, dtype: tiny_model(attention, dtype), "tiny test model",
                                    TINY_CONFIG)
-    path = bench_e2e.run(backends, dtypes, (16, 24), source=source, results_dir=tmp_path, device=device)
-    rows = {(r.backend, r.dtype, r.tokens): r for r in E2E.read(path).rows}
-    for name, dtype in (("naive", "float32"), ("sdpa-efficient", "float32"), ("naive", "bfloat16"),
-                        ("sdpa-cudnn", "bfloat16"), (last_half, "bfloat16")):
-        row = rows[(name, dtype, 24)]
+    plans = [bench_e2e.recompute_plan((16, 24)), *bench_e2e.kv_cache_plans((2,), (8,), 16)]
+    path = bench_e2e.run(backends, dtypes, plans, source=source, results_dir=tmp_path, device=device)
+    rows = {(r.backend, r.dtype, r.mode, r.tokens): r for r in E2E.read(path).rows}
+    for name, dtype, mode in (("naive", "float32", "recompute"), ("sdpa-efficient", "float32", "recompute"),
+                              ("naive", "bfloat16", "recompute"), ("sdpa-cudnn", "bfloat16", "recompute"),
+                              (last_half, "bfloat16", "recompute"), ("naive", "float32", "kv-cache"),
+                              ("sdpa-efficient", "float32", "kv-cache"), ("sdpa-cudnn", "bfloat16", "kv-cache")):
+        row = rows[(name, dtype, mode, 24)]
         assert row.status == "ok" and row.graph_tokens_match_eager and row.same_tokens_as_naive is not None, row
         assert row.seconds_gpu_median and row.seconds_eager_median and row.seconds_floor_gpu, row
         assert -0.05 < row.attention_gpu_share < 1, row  # a 2-layer model: attention may cost little
         assert row.logits_mean_abs_err is not None and row.token_agreement is not None, row
         assert row.accuracy_check is True, row
+        assert row.tokens_per_second == pytest.approx(row.batch * 16 / row.seconds_gpu_median), row
+    assert (last_half, "bfloat16", "kv-cache", 24) not in rows, "a prefill version has no decode op"

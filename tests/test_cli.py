@@ -424,6 +424,24 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
     assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
 
 
+def test_bench_e2e_refuses_an_unknown_mode(capsys):
+    harness(["bench-e2e", "--modes", "recompute,nope"], capsys, "--modes: unknown generation mode 'nope'",
+            "modes: recompute, kv-cache")
+
+
+def test_bench_e2e_takes_transformers_generate_beside_the_registry_rows(capsys):
+    """Not a registry row: measured with 'all' and 'quick' or where --backends names it."""
+    from backends import registry
+    from harness.hf_generate import NAME
+
+    assert harness_cli._e2e_selection("all") == (list(registry.BACKENDS), True)
+    assert harness_cli._e2e_selection("quick") == (registry.select("quick"), True)
+    assert harness_cli._e2e_selection("naive,v05") == ([registry.get("naive"), registry.get("v05")], False)
+    assert harness_cli._e2e_selection(f"naive,{NAME}") == ([registry.get("naive")], True)
+    assert harness_cli._e2e_selection(NAME) == ([], True)
+    harness(["bench-e2e", "--backends", f"{NAME},nope"], capsys, "unknown backend 'nope'")
+
+
 def test_list_shows_where_each_backend_runs(capsys):
     assert harness_cli.main(["list"]) == 0
     out = capsys.readouterr().out
