@@ -9,41 +9,42 @@ line, the timing code and the end-to-end benchmark receive.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
 
 import torch
 
 from backends.registry import DECODE, PREFILL, Backend, OpKind, Target
+from gpt2 import generate
 from gpt2.cache import KVCache
 from gpt2.config import GPT2Config
-from gpt2 import generate
 from gpt2.generate import StepCallback, model_device, prompt_buffer
 from gpt2.model import GPT2
 
 
+def _no_cache(config: GPT2Config, batch: int, total_tokens: int, dtype: torch.dtype) -> int:
+    return 0
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class GenerationMode:
-    """name:      what the command line takes and result rows carry
-    kinds:     the backend ops the mode calls
-    step_kind: the op called at a new length for every new token (what a backend that compiles
-               per length prepares: Backend.prepare_generation)"""
+    """name:           what the command line takes and result rows carry
+    kinds:          the backend ops the mode calls
+    step_kind:      the op called at a new length for every new token (what a backend that
+                    compiles per length prepares: Backend.prepare_generation)
+    generate_into:  fn(model, ids (B, total), prompt_len, on_step) filling ids[:, prompt_len:]
+                    greedily (gpt2/generate.py)
+    teacher_forced: fn(model, ids (B, T), prompt_len) -> the logits of this mode's path on the
+                    given ids, chunk by chunk (B, n, vocab)
+    cache_bytes:    fn(config, batch, total_tokens, dtype) -> what one generation's cache takes"""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    kinds: ClassVar[tuple[OpKind, ...]]
-    step_kind: ClassVar[OpKind]
-
-    def generate_into(self, model: GPT2, ids: torch.Tensor, prompt_len: int,
-                      on_step: StepCallback | None = None) -> None:
-        """Fill ids (B, total)[:, prompt_len:] greedily (gpt2/generate.py)."""
-        raise NotImplementedError
-
-    def teacher_forced(self, model: GPT2, ids: torch.Tensor, prompt_len: int) -> Iterator[torch.Tensor]:
-        """The logits of this mode's path on the given ids (B, T), chunk by chunk (B, n, vocab)."""
-        raise NotImplementedError
-
-    def cache_bytes(self, config: GPT2Config, batch: int, total_tokens: int, dtype: torch.dtype) -> int:
-        """What the mode's cache takes for one generation (0: none)."""
-        return 0
+    name: str
+    description: str
+    kinds: tuple[OpKind, ...]
+    step_kind: OpKind
+    generate_into: Callable[[GPT2, torch.Tensor, int, StepCallback | None], None]
+    teacher_forced: Callable[[GPT2, torch.Tensor, int], Iterator[torch.Tensor]]
+    cache_bytes: Callable[[GPT2Config, int, int, torch.dtype], int] = _no_cache
 
     def why_unavailable(self, backend: Backend, target: Target, dtype: str) -> str | None:
         """None if `backend` provides every op this mode calls and runs on `target` in `dtype`,
@@ -64,40 +65,15 @@ class GenerationMode:
         return f"<generation mode {self.name}>"
 
 
-class Recompute(GenerationMode):
-    name = "recompute"
-    description = "every step runs the whole sequence so far through the prefill op (no cache)"
-    kinds = (PREFILL,)
-    step_kind = PREFILL
-
-    def generate_into(self, model: GPT2, ids: torch.Tensor, prompt_len: int,
-                      on_step: StepCallback | None = None) -> None:
-        generate.generate_into(model, ids, prompt_len, on_step)
-
-    def teacher_forced(self, model: GPT2, ids: torch.Tensor, prompt_len: int) -> Iterator[torch.Tensor]:
-        return generate.recomputed_logits(model, ids, prompt_len)
-
-
-class KVCacheMode(GenerationMode):
-    name = "kv-cache"
-    description = ("the prompts through the prefill op once, then each new token through the decode op "
-                   "against a static KV cache")
-    kinds = (PREFILL, DECODE)
-    step_kind = DECODE
-
-    def generate_into(self, model: GPT2, ids: torch.Tensor, prompt_len: int,
-                      on_step: StepCallback | None = None) -> None:
-        generate.generate_cached_into(model, ids, prompt_len, on_step)
-
-    def teacher_forced(self, model: GPT2, ids: torch.Tensor, prompt_len: int) -> Iterator[torch.Tensor]:
-        return generate.cached_logits(model, ids, prompt_len)
-
-    def cache_bytes(self, config: GPT2Config, batch: int, total_tokens: int, dtype: torch.dtype) -> int:
-        return KVCache.bytes_for(config, batch, total_tokens, dtype)
-
-
-RECOMPUTE = Recompute()
-KV_CACHE = KVCacheMode()
+RECOMPUTE = GenerationMode(
+    "recompute", "every step runs the whole sequence so far through the prefill op (no cache)",
+    kinds=(PREFILL,), step_kind=PREFILL, generate_into=generate.generate_into,
+    teacher_forced=generate.recomputed_logits)
+KV_CACHE = GenerationMode(
+    "kv-cache", "the prompts through the prefill op once, then each new token through the decode op against a "
+                "static KV cache",
+    kinds=(PREFILL, DECODE), step_kind=DECODE, generate_into=generate.generate_cached_into,
+    teacher_forced=generate.cached_logits, cache_bytes=KVCache.bytes_for)
 MODES: tuple[GenerationMode, ...] = (RECOMPUTE, KV_CACHE)
 
 
