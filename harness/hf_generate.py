@@ -79,7 +79,9 @@ class HFTiming:
 
 def time_generate(hf: PreTrainedModel, plan: GenerationPlan, *, warmup_tokens: int) -> HFTiming:
     """One warm-up generation of warmup_tokens new tokens, then one timed generation of the plan's
-    longest length."""
+    length (one: generate() is timed as a whole, with no clock at the steps between)."""
+    if len(plan.token_counts) != 1:
+        raise ValueError(f"transformers' generate() is timed at one length per plan, got {plan.token_counts}")
     device = hf.device
     prompts = torch.tensor(plan.prompts, dtype=torch.long, device=device)  # (B, P)
     generate(hf, prompts, warmup_tokens)
