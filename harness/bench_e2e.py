@@ -423,11 +423,11 @@ def _measure_plan(sweep: Sweep, backends: Sequence[Backend], dtype: str, plan: G
     progress = tqdm(pending, desc=f"end-to-end{plan_label(plan)}, {dtype}", unit="backend")
     for entry in progress:
         name = entry if isinstance(entry, str) else entry.name
-        if isinstance(entry, str):  # transformers' generate(), not a registry row
+        if name in reasons:
+            rows = sweep.status_rows(name, dtype, plan, reasons[name])
+        elif isinstance(entry, str):  # transformers' generate(), not a registry row
             progress.set_postfix_str(name)
             rows = sweep.transformers_rows(dtype, plan)
-        elif name in reasons:
-            rows = sweep.status_rows(name, dtype, plan, reasons[name])
         else:
             progress.set_postfix_str(name)
             try:
