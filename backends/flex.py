@@ -72,11 +72,11 @@ class FlexAttention:
         return mask
 
     def prepare(self, max_tokens: int, *, dtype: torch.dtype | None = None, num_heads: int = 1,
-                width: int = 64) -> None:
+                width: int = 64, batch: int = 1) -> None:
         """Before a timed or captured generation, which must neither build a mask nor compile:
         builds the block masks of every length up to max_tokens and, given the generation's
-        dtype, heads and width, runs the kernel once at each length on q, k, v laid out as
-        GPT-2 passes them (views of one (1, T, 3 C) projection), so that every compilation the
+        dtype, heads, width and batch, runs the kernel once at each length on q, k, v laid out as
+        GPT-2 passes them (views of one (B, T, 3 C) projection), so that every compilation the
         dynamic shapes need happens here. Without the second part (or with it outside inference
         mode, commit 2ad25ffc7cdd), the first timed eager generation recompiled between 128
         and 256 tokens: about 8 s of its eager time (rows of commits 829c0c03e8fa,
@@ -88,8 +88,8 @@ class FlexAttention:
                 # Under inference mode, as generation runs: dynamo guards on the grad mode, so
                 # calls outside it would compile variants the generation never uses.
                 with torch.inference_mode():
-                    qkv = torch.zeros(1, T, 3 * width, device=self.device, dtype=dtype)  # (1, T, 3C)
-                    self(*qkv.split(width, dim=2), num_heads)  # q, k, v: (1, T, C) views
+                    qkv = torch.zeros(batch, T, 3 * width, device=self.device, dtype=dtype)  # (B, T, 3C)
+                    self(*qkv.split(width, dim=2), num_heads)  # q, k, v: (B, T, C) views
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
         qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, d) views
@@ -119,9 +119,11 @@ class FlexDecode:
 
     def prepare(self, max_tokens: int, *, dtype: torch.dtype, num_heads: int, width: int, batch: int = 1) -> None:
         """Before a timed or captured generation, which must not compile: one call at each
-        cache length up to max_tokens, under inference mode as generation runs."""
+        cache length up to max_tokens, under inference mode as generation runs, on inputs laid
+        out as GPT-2 passes them (q a view of the packed (B, 3C) projection, the caches slices
+        of a (B, max_tokens, C) buffer: gpt2/model.py)."""
         with torch.inference_mode():
-            q = torch.zeros(batch, width, device=self.device, dtype=dtype)  # (B, C)
+            q = torch.zeros(batch, 3 * width, device=self.device, dtype=dtype)[:, :width]  # (B, C), row stride 3C
             cache = torch.zeros(batch, max_tokens, width, device=self.device, dtype=dtype)  # (B, S, C)
             lengths = torch.zeros(batch, device=self.device, dtype=torch.int32)
             for S in range(1, max_tokens + 1):

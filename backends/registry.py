@@ -209,9 +209,11 @@ class Backend:
         if reason:
             raise BackendUnavailableError(f"{self.name}: {reason}")
 
-    def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
-        """Whatever must happen before `model`, running this backend's attention, generates up to
-        max_tokens in a timed or captured run (nothing, unless a row says otherwise)."""
+    def prepare_generation(self, model: GPT2, max_tokens: int, *, batch: int = 1, kind: OpKind = PREFILL) -> None:
+        """Whatever must happen before `model`, running this backend's ops, generates `batch`
+        sequences of up to max_tokens in a timed or captured run, calling the op of `kind` at
+        every length up to max_tokens (the prefill op when recomputing, the decode op with a KV
+        cache; gpt2/modes.py). Nothing, unless a row says otherwise."""
 
     def precompile(self, device: torch.device, dtype: str, *, gate: Iterable[Inputs], bench: Iterable[Inputs],
                    generation: tuple[GPT2Config, int] | None) -> None:
@@ -279,15 +281,23 @@ class FlexBaseline(Backend):
     # compilations per dtype, where one per shape would be 20 per dtype, a minute or more each
     # sweep for a kernel whose time is bytes over bandwidth at every shape but the smallest.
 
-    def prepare_generation(self, model: GPT2, max_tokens: int) -> None:
+    def prepare_generation(self, model: GPT2, max_tokens: int, *, batch: int = 1, kind: OpKind = PREFILL) -> None:
         weight = next(model.parameters())
-        self._prepare_lengths(weight.device, weight.dtype, model.config, max_tokens)
+        if kind == DECODE:
+            from backends.flex import flex_decode_for
+
+            flex_decode_for(weight.device).prepare(max_tokens, dtype=weight.dtype, num_heads=model.config.n_head,
+                                                   width=model.config.n_embd, batch=batch)
+        else:
+            self._prepare_lengths(weight.device, weight.dtype, model.config, max_tokens, batch)
 
     @staticmethod
-    def _prepare_lengths(device: torch.device, dtype: torch.dtype, config: GPT2Config, max_tokens: int) -> None:
+    def _prepare_lengths(device: torch.device, dtype: torch.dtype, config: GPT2Config, max_tokens: int,
+                         batch: int = 1) -> None:
         from backends.flex import flex_attention_for
 
-        flex_attention_for(device).prepare(max_tokens, dtype=dtype, num_heads=config.n_head, width=config.n_embd)
+        flex_attention_for(device).prepare(max_tokens, dtype=dtype, num_heads=config.n_head, width=config.n_embd,
+                                           batch=batch)
 
     def precompile(self, device: torch.device, dtype: str, *, gate: Iterable[Inputs], bench: Iterable[Inputs],
                    generation: tuple[GPT2Config, int] | None) -> None:

@@ -99,20 +99,20 @@ def main() -> None:
     mark = {"time": time.perf_counter(), "seconds": dict(SECONDS)}
     print_last = bench_e2e._print_last
 
-    def print_with_phases(backend, dtype, row):
-        print_last(backend, dtype, row)
+    def print_with_phases(name, dtype, plan, row):
+        print_last(name, dtype, plan, row)
         now = time.perf_counter()
         phases = {k: SECONDS[k] - mark["seconds"].get(k, 0.0) for k in SECONDS if k.startswith("e2e")}
         total = now - mark["time"]
-        print(f"e2e {dtype} {backend.name}: {total:.1f} s: "
+        print(f"e2e {dtype} {name}: {total:.1f} s: "
               + ", ".join(f"{k[4:]} {v:.1f}" for k, v in phases.items() if v > 0.05), flush=True)
-        SECONDS[f"e2e {dtype}: {backend.name}"] += total
+        SECONDS[f"e2e {dtype}: {name}"] += total
         mark["time"], mark["seconds"] = time.perf_counter(), dict(SECONDS)
 
     bench_e2e._print_last = print_with_phases
     start = time.perf_counter()
-    bench_e2e.run(registry.select(args.e2e), dtypes, TOKEN_COUNTS, source=source, results_dir=args.results_dir,
-                  device=device)
+    bench_e2e.run(registry.select(args.e2e), dtypes, [bench_e2e.recompute_plan(TOKEN_COUNTS)], source=source,
+                  results_dir=args.results_dir, device=device)
     SECONDS["e2e: all"] = time.perf_counter() - start
 
     print("\n== seconds, largest first")

@@ -2,14 +2,16 @@
 
 Generating N tokens is exactly the first N - prompt steps of generating the longest N,
 so one generation of the longest length, with a clock read at the step where each
-reported length is reached, times every length at once.
+reported length is reached, times every length at once. The plan says what is generated:
+B prompts of P tokens, in which generation mode (gpt2/modes.py).
 
 - Eager: the generation run from Python, host included (what a user of the model waits
   for). On a GPU the clock is a CUDA event recorded at each boundary; the host starves
   the GPU at these sizes, so the event timeline follows the host. One synchronisation
   at the end of each run. On a CPU the clock is the host's.
-- GPU (CUDA only): the whole generation captured once as one CUDA graph (prompt uploaded
-  before capture, ids written on the device), with timing events recorded at the
+- GPU (CUDA only): the whole generation captured once as one CUDA graph (prompts uploaded
+  before capture, ids written on the device; a KV cache is allocated inside the capture,
+  from the graph's memory pool), with timing events recorded at the
   boundaries inside the graph (torch.cuda.Event(external=True) becomes an event-record
   node), then replayed: the GPU's own time, without host gaps. Where torch lacks
   external events, one graph per length is captured and timed with events around each
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from gpt2.generate import StepCallback, generate_into, model_device, prompt_buffer
+from gpt2.generate import StepCallback, model_device, prompt_buffer
 from gpt2.model import GPT2
+from gpt2.modes import RECOMPUTE, GenerationMode
 
 SIDE_STREAM_WARMUP_STEPS = 2  # steps run on the capture stream before capturing (lazy init)
 ONE_GRAPH = "one CUDA graph of the longest generation, events at the step boundaries"
@@ -34,29 +37,43 @@ GRAPH_PER_LENGTH = "one CUDA graph per length (this torch has no external events
 
 @dataclass(frozen=True)
 class GenerationPlan:
-    """A greedy generation from `prompt_ids`, timed at each of `token_counts` total tokens."""
+    """A greedy generation of B sequences from `prompts` (B rows of P token ids) in `mode`,
+    timed at each of `token_counts` total tokens per sequence."""
 
-    prompt_ids: tuple[int, ...]
+    prompts: tuple[tuple[int, ...], ...]
     token_counts: tuple[int, ...]  # ascending, prompt included; the longest is generated
+    mode: GenerationMode = RECOMPUTE
 
     def __post_init__(self) -> None:
+        if not self.prompts or not all(isinstance(row, tuple) and row for row in self.prompts):
+            raise ValueError(f"prompts must be one or more rows of token ids, got {self.prompts!r:.80}")
+        if len({len(row) for row in self.prompts}) != 1:
+            raise ValueError(f"every prompt must have the same length, got {sorted({len(r) for r in self.prompts})}")
         if not self.token_counts or list(self.token_counts) != sorted(set(self.token_counts)):
             raise ValueError(f"token counts must be distinct and ascending, got {self.token_counts}")
-        if self.token_counts[0] <= len(self.prompt_ids):
-            raise ValueError(f"every token count must exceed the prompt's {len(self.prompt_ids)} tokens, "
+        if self.token_counts[0] <= self.prompt_len:
+            raise ValueError(f"every token count must exceed the prompt's {self.prompt_len} tokens, "
                              f"got {self.token_counts}")
 
     @property
+    def batch(self) -> int:
+        return len(self.prompts)
+
+    @property
     def prompt_len(self) -> int:
-        return len(self.prompt_ids)
+        return len(self.prompts[0])
 
     @property
     def total(self) -> int:
         return self.token_counts[-1]
 
     def generated(self, tokens: int) -> int:
-        """Tokens generated (not given) in a run of `tokens` total tokens."""
+        """Tokens generated (not given) per sequence in a run of `tokens` total tokens."""
         return tokens - self.prompt_len
+
+    def generated_in_batch(self, tokens: int) -> int:
+        """Tokens generated in all B sequences together (what tokens/s counts)."""
+        return self.batch * self.generated(tokens)
 
 
 @dataclass(frozen=True)
@@ -85,14 +102,19 @@ class EagerTiming:
     # allocated at once (the allocator's peak minus what was allocated before the run, so that
     # memory held by anything else in the process does not count)
     peak_memory_bytes: dict[int, int] | None
-    token_ids: tuple[int, ...]  # the longest generation, prompt included
+    token_ids: tuple[tuple[int, ...], ...]  # the longest generation, one row per sequence, prompt included
 
 
 @dataclass(frozen=True)
 class GraphTiming:
     seconds: dict[int, Spread]  # per token count
-    token_ids: tuple[int, ...]  # what the replays generated, prompt included
+    token_ids: tuple[tuple[int, ...], ...]  # what the replays generated, one row per sequence, prompt included
     method: str
+
+
+def rows_of(ids: torch.Tensor) -> tuple[tuple[int, ...], ...]:
+    """A (B, T) id tensor as B tuples (one synchronisation)."""
+    return tuple(tuple(row) for row in ids.tolist())
 
 
 class _HostClock:
@@ -122,44 +144,68 @@ class _CudaClock:
         torch.cuda.synchronize(self.device)
 
 
+def clock_for(device: torch.device) -> _HostClock | _CudaClock:
+    """CUDA events on a GPU (read after finish()), the host's clock elsewhere."""
+    return _CudaClock(device) if device.type == "cuda" else _HostClock()
+
+
+class PeakMemory:
+    """On CUDA, the model's weights plus the most a run had allocated at once (the allocator's
+    peak minus what was allocated before the run, so that memory held by anything else in the
+    process does not count); None elsewhere. Reading it is the allocator's host-side
+    bookkeeping: no synchronisation."""
+
+    def __init__(self, module: torch.nn.Module, device: torch.device) -> None:
+        self.device = device
+        self.weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+        self.before = 0
+
+    def start(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.before = torch.cuda.memory_allocated(self.device)
+
+    def read(self) -> int | None:
+        if self.device.type != "cuda":
+            return None
+        return self.weights + torch.cuda.max_memory_allocated(self.device) - self.before
+
+
 def time_eager(model: GPT2, plan: GenerationPlan, *, runs: int, warmup_runs: int = 0,
                on_step: StepCallback | None = None) -> EagerTiming:
     """`warmup_runs` untimed then `runs` timed generations of plan.total tokens."""
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     device = model_device(model)
-    on_cuda = device.type == "cuda"
-    ids = prompt_buffer(plan.prompt_ids, plan.total, device)
+    ids = prompt_buffer(plan.prompts, plan.total, device)
     for _ in range(warmup_runs):
-        generate_into(model, ids, plan.prompt_len, on_step)
-    clock = _CudaClock(device) if on_cuda else _HostClock()
+        plan.mode.generate_into(model, ids, plan.prompt_len, on_step)
+    clock = clock_for(device)
     wanted = set(plan.token_counts)
     peaks: dict[int, int] = {}
-    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    before = 0
+    memory = PeakMemory(model, device)
     runs_marks = []
     for _ in range(runs):
         clock.finish()  # each run starts with an idle device
-        if on_cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-            before = torch.cuda.memory_allocated(device)
+        memory.start()
         marks = {}
 
         def step(n: int) -> None:
             if n in wanted:
                 marks[n] = clock.mark()
-                if on_cuda:  # the allocator's host-side bookkeeping: no sync
-                    peaks[n] = max(peaks.get(n, 0), weights + torch.cuda.max_memory_allocated(device) - before)
+                peak = memory.read()
+                if peak is not None:
+                    peaks[n] = max(peaks.get(n, 0), peak)
             if on_step is not None:
                 on_step(n)
 
         start = clock.mark()
-        generate_into(model, ids, plan.prompt_len, step)
+        plan.mode.generate_into(model, ids, plan.prompt_len, step)
         runs_marks.append((start, marks))
     clock.finish()
     seconds = {n: Spread(tuple(clock.seconds(start, marks[n]) for start, marks in runs_marks))
                for n in plan.token_counts}
-    return EagerTiming(seconds, peaks if on_cuda else None, tuple(ids[0].tolist()))
+    return EagerTiming(seconds, peaks if device.type == "cuda" else None, rows_of(ids))
 
 
 def external_events_supported() -> bool:
@@ -201,25 +247,25 @@ def _warm_up_on(stream: torch.cuda.Stream, model: GPT2, plan: GenerationPlan) ->
     current = torch.cuda.current_stream(stream.device)
     stream.wait_stream(current)
     with torch.cuda.stream(stream):
-        scratch = prompt_buffer(plan.prompt_ids, plan.prompt_len + SIDE_STREAM_WARMUP_STEPS, stream.device)
-        generate_into(model, scratch, plan.prompt_len)
+        scratch = prompt_buffer(plan.prompts, plan.prompt_len + SIDE_STREAM_WARMUP_STEPS, stream.device)
+        plan.mode.generate_into(model, scratch, plan.prompt_len)
     current.wait_stream(stream)
 
 
-def _capture(model: GPT2, ids: torch.Tensor, prompt_len: int, stream: torch.cuda.Stream,
+def _capture(model: GPT2, ids: torch.Tensor, plan: GenerationPlan, stream: torch.cuda.Stream,
              on_step: StepCallback | None = None, first: torch.cuda.Event | None = None) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         if first is not None:
             first.record()
-        generate_into(model, ids, prompt_len, on_step)
+        plan.mode.generate_into(model, ids, plan.prompt_len, on_step)
     return graph
 
 
 def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: int,
                budget_s: float | None) -> GraphTiming:
     device = model_device(model)
-    ids = prompt_buffer(plan.prompt_ids, plan.total, device)  # uploaded before capture
+    ids = prompt_buffer(plan.prompts, plan.total, device)  # uploaded before capture
     stream = torch.cuda.Stream(device)
     _warm_up_on(stream, model, plan)
     start = torch.cuda.Event(enable_timing=True, external=True)
@@ -232,7 +278,7 @@ def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: 
         if n in marks:
             marks[n].record()  # recorded inside the capture: an event-record node
 
-    graph = _capture(model, ids, plan.prompt_len, stream, step, first=start)
+    graph = _capture(model, ids, plan, stream, step, first=start)
     seconds: dict[int, list[float]] = {n: [] for n in plan.token_counts}
     try:
         for _ in range(warmup_replays):
@@ -242,7 +288,7 @@ def _one_graph(model: GPT2, plan: GenerationPlan, replays: int, warmup_replays: 
             torch.cuda.synchronize(device)
             for n, mark in marks.items():
                 seconds[n].append(start.elapsed_time(mark) / 1e3)
-        token_ids = tuple(ids[0].tolist())
+        token_ids = rows_of(ids)
     finally:
         graph.reset()
     return GraphTiming({n: Spread(tuple(s)) for n, s in seconds.items()}, token_ids, ONE_GRAPH)
@@ -254,10 +300,10 @@ def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_re
     stream = torch.cuda.Stream(device)
     _warm_up_on(stream, model, plan)
     seconds: dict[int, Spread] = {}
-    token_ids: tuple[int, ...] = ()
+    token_ids: tuple[tuple[int, ...], ...] = ()
     for n in plan.token_counts:
-        ids = prompt_buffer(plan.prompt_ids, n, device)
-        graph = _capture(model, ids, plan.prompt_len, stream)
+        ids = prompt_buffer(plan.prompts, n, device)
+        graph = _capture(model, ids, plan, stream)
         values: list[float] = []
         try:
             for _ in range(warmup_replays):
@@ -269,9 +315,8 @@ def _graph_per_length(model: GPT2, plan: GenerationPlan, replays: int, warmup_re
                 end.record()
                 torch.cuda.synchronize(device)
                 values.append(start.elapsed_time(end) / 1e3)
-            token_ids = tuple(ids[0].tolist())
+            token_ids = rows_of(ids)
         finally:
             graph.reset()
         seconds[n] = Spread(tuple(values))
     return GraphTiming(seconds, token_ids, GRAPH_PER_LENGTH)
-

@@ -23,6 +23,8 @@ from backends.extension import BuildSetupError
 from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
+from gpt2.modes import MODES
+from harness import hf_generate
 from harness.results import ResultsFileError
 from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, KERNEL_ROUNDS, KERNEL_SHAPES, QUICK_DECODE_SHAPES,
                            QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS)
@@ -31,6 +33,9 @@ DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all
                "measured in each of them that it takes (python -m harness list says which)")
 BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (all but those a quick sweep "
                  "leaves out); see `python -m harness list`")
+E2E_BACKENDS_HELP = (BACKENDS_HELP + f"; and {hf_generate.NAME}: Hugging Face transformers' own generate() with its "
+                     "KV cache on the same weights (not a registry row; kv-cache mode only), measured with 'all' "
+                     "and 'quick' or where the list names it")
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
@@ -144,12 +149,13 @@ def cmd_sanitize_workload(args: argparse.Namespace) -> int:
     return run_workload(runnable, device, dtypes, args.batch)  # type: ignore[arg-type]
 
 
-def _gated(args: argparse.Namespace, dtypes: list[str]) -> tuple[list[Backend], dict[tuple[str, str], str]]:
-    """The selected backends, and the (backend, dtype) pairs to leave out with why: failed the
-    correctness gate or cannot run here."""
+def _gated(args: argparse.Namespace, dtypes: list[str],
+           selected: list[Backend] | None = None) -> tuple[list[Backend], dict[tuple[str, str], str]]:
+    """The selected backends (by default those --backends names), and the (backend, dtype) pairs
+    to leave out with why: failed the correctness gate or cannot run here."""
     from harness.correctness import run_gate
 
-    selected = registry.select(args.backends)
+    selected = registry.select(args.backends) if selected is None else selected
     if args.skip_gate:
         return selected, {}
     return selected, run_gate(selected, dtypes, results_dir=args.results_dir, device=_cuda()).left_out
@@ -206,11 +212,26 @@ def cmd_bench_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _e2e_selection(spec: str) -> tuple[list[Backend], bool]:
+    """--backends of bench-e2e: the registry rows it names, and whether transformers' generate()
+    (harness/hf_generate.py, not a registry row) is measured too: with 'all' and 'quick', or
+    where the list names it."""
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    if hf_generate.NAME not in names:
+        return registry.select(spec), spec.strip() in ("", "all", "quick")
+    others = [name for name in names if name != hf_generate.NAME]
+    return (registry.select(",".join(others)) if others else []), True
+
+
 def cmd_bench_e2e(args: argparse.Namespace) -> int:
     from gpt2.cli import weights_from_args
     from harness import bench_e2e
 
-    registry.select(args.backends)
+    selected, transformers = _e2e_selection(args.backends)
+    try:
+        modes = bench_e2e.parse_modes(args.modes)
+    except ValueError as err:
+        raise CommandError(f"--modes: {err}") from None
     dtypes = _dtypes(args)
     device = _cuda()
     try:
@@ -219,9 +240,10 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
         source = bench_e2e.gpt2_model(weights)
     except ModelDirError as err:
         raise CommandError(str(err)) from None
-    backends, excluded = _gated(args, dtypes)
-    path = bench_e2e.run(backends, dtypes, QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS, source=source,
-                         results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device)
+    backends, excluded = _gated(args, dtypes, selected)
+    path = bench_e2e.run(backends, dtypes, bench_e2e.study_plans(modes, quick=args.quick), source=source,
+                         results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
+                         transformers=transformers)
     print(f"rows in {_shown(path)}")
     return 0
 
@@ -496,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "decode op against the HBM bandwidth (GPU)"),
             ("bench-e2e", cmd_bench_e2e, "GPT-2 generation with every backend: GPU time and eager time (GPU)")):
         p = sub.add_parser(name, help=help_text + "; rows go to <results-dir>/<gpu>/ and a rerun resumes")
-        p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+        p.add_argument("--backends", default="all", help=E2E_BACKENDS_HELP if name == "bench-e2e" else BACKENDS_HELP)
         p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
         p.add_argument("--quick", action="store_true", help="a few shapes / token counts only")
         p.add_argument("--fresh", action="store_true",
@@ -514,6 +536,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rounds per shape, the order of the backends reversed every other round; each "
                                 "row pools its rounds' replays (default: %(default)s)")
         if name == "bench-e2e":
+            p.add_argument("--modes", default=",".join(m.name for m in MODES), metavar="MODES",
+                           help="comma-separated generation modes (default: %(default)s): recompute, the original "
+                                "study's (one sequence from its prompt, the whole sequence run at every step; the "
+                                "rows with a prefill op); kv-cache (the batches and prompts of harness/study.py, "
+                                "prefill once, then one decode step per token against a static cache; the rows "
+                                "with both ops)")
             add_weights_arguments(p)
         p.set_defaults(func=func, on_stop=ROWS_KEPT)
 

@@ -92,11 +92,14 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class E2ERow:
-    """One backend generating `tokens` tokens (prompt included), batch 1, greedy, with the model
-    (weights and activations) in `dtype`."""
+    """One backend generating `tokens` tokens per sequence (prompt included) for `batch`
+    sequences at once, greedy, in generation mode `mode`, with the model (weights and
+    activations) in `dtype`."""
 
     backend: str
     dtype: str  # backends/precision.py
+    mode: str  # gpt2/modes.py: "recompute" (the original study's) or "kv-cache"
+    batch: int  # sequences generated at once
     tokens: int
     prompt_tokens: int
     status: str
@@ -112,7 +115,7 @@ class E2ERow:
     seconds_eager_median: float | None  # the generation run from Python, host included
     seconds_eager_min: float | None
     seconds_eager_max: float | None
-    tokens_per_second: float | None  # generated tokens over the GPU median
+    tokens_per_second: float | None  # generated tokens of all `batch` sequences over the GPU median
     peak_memory_bytes: int | None
     tokens_sha256: str | None  # of the generated ids, so comparisons survive a resume
     same_tokens_as_naive: bool | None  # as the same-dtype naive run's (float32's rule)
@@ -378,7 +381,7 @@ def _format(value: object) -> str:
 
 CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "dtype", "B", "H", "T"))
 KERNELS = Table(KernelRow, "kernels.csv", ("backend", "dtype", "B", "H", "T"))
-E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "tokens"))
+E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "mode", "batch", "prompt_tokens", "tokens"))
 STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
 DECODE_CORRECTNESS = Table(DecodeCorrectnessRow, "decode_correctness.csv", ("backend", "dtype", "case"))
 DECODE_TIMES = Table(DecodeRow, "decode.csv", ("backend", "dtype", "B", "H", "S", "lengths"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.registry import HEAD_DIM
+from gpt2.prompts import STUDY_PROMPT_TOKENS
 
 
 @dataclass(frozen=True, order=True)
@@ -49,10 +50,21 @@ KERNEL_ROUNDS = 7
 # Each version's "Measured" block in versions/*/README.md.
 VERSION_NOTE_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), Shape(1, GPT2_HEADS, 4096), *HEADLINE_SHAPES}))
 
-# End to end: total tokens (prompt included) of a greedy generation.
+# End to end, recompute mode (the original study's): total tokens (prompt included) of a greedy
+# generation of one sequence from the study's prompt.
 TOKEN_COUNTS = (32, 64, 128, 256, 512)
 QUICK_TOKEN_COUNTS = (32, 64)
 HEADLINE_TOKENS = TOKEN_COUNTS[-1]  # the README's end-to-end table and the cross-GPU table
+
+# End to end with a KV cache: B sequences at once, prompts of P tokens (gpt2/prompts.py: the
+# study's prompt alone, or long enough that prefill counts), a fixed number of tokens generated
+# per sequence (P=512 then runs to 640 tokens).
+KV_BATCHES = (1, 8, 64)
+KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS, 512)
+KV_NEW_TOKENS = 128
+QUICK_KV_BATCHES = (1, 8)
+QUICK_KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS,)
+QUICK_KV_NEW_TOKENS = 32
 
 # Correctness gate: T = 2, partial tiles of every tile size, B > 1, both GPT-2 widths. (T = 1
 # is in the GPU tests of every version; here it would cost flex-attention a third compilation,

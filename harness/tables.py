@@ -11,6 +11,7 @@ from typing import Iterable, Sequence, TypeVar
 
 from backends import precision, registry
 from backends.environment import Provenance
+from gpt2.modes import RECOMPUTE
 from harness.results import (CORRECTNESS, E2E, KERNELS, STAGES, CorrectnessRow, E2ERow, KernelRow, ResultsFileError,
                              StageRow, Table, gpu_slugs)
 from harness.study import HEADLINE_SHAPES, Shape
@@ -103,6 +104,12 @@ def name_ranges(names: Iterable[str]) -> str:
                      for p in parts)
 
 
+def original_setup(row: E2ERow) -> bool:
+    """The original study's generation: recompute mode, one sequence. The end-to-end tables and
+    figures show these rows; the other modes and batches are kept apart (GpuResults.e2e_every_mode)."""
+    return row.mode == RECOMPUTE.name and row.batch == 1
+
+
 def kernel_ratio(row: KernelRow) -> float | None:
     """The row's device time over its dtype's kernel reference's at its shape, as the benchmark
     stored it (the reference measured in the same run); None where it has none, or where it was
@@ -115,7 +122,9 @@ class GpuResults:
     slug: str
     gpu: str
     kernels: list[KernelRow]  # measured rows, latest per (backend, dtype, B, H, T); by dtype, then registry order
-    e2e: list[E2ERow]  # measured rows, latest per (backend, dtype, tokens); by dtype, then registry order
+    # measured rows of the original setup (recompute, batch 1), latest per (backend, dtype, tokens); by
+    # dtype, then registry order
+    e2e: list[E2ERow]
     # (backend, dtype) -> why it was not measured (its status rows)
     not_measured: dict[tuple[str, str], str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # damaged rows that were skipped
@@ -125,6 +134,9 @@ class GpuResults:
     # times pairs a shown row with the other backend's row of the same run (see *_in_run).
     measured_kernels: list[KernelRow] = field(default_factory=list, repr=False)
     measured_e2e: list[E2ERow] = field(default_factory=list, repr=False)
+    # Measured rows of every generation mode and batch, latest per key (results.E2E), by dtype, then
+    # registry order: the KV-cache rows beside the original setup's
+    e2e_every_mode: list[E2ERow] = field(default_factory=list, repr=False)
     _kernel_runs: dict[tuple, KernelRow] = field(init=False, repr=False)
     _e2e_runs: dict[tuple, E2ERow] = field(init=False, repr=False)
 
@@ -273,8 +285,9 @@ def load(slug: str, results_dir: Path) -> GpuResults:
         every[table.file_name] = read.rows
         loaded[table.file_name] = _latest(read.rows, table)
     kernels: list[KernelRow] = loaded[KERNELS.file_name]
-    e2e: list[E2ERow] = loaded[E2E.file_name]
-    gpus = sorted({r.provenance.gpu for r in [*kernels, *e2e]})
+    e2e_every_mode: list[E2ERow] = loaded[E2E.file_name]
+    e2e = [r for r in e2e_every_mode if original_setup(r)]
+    gpus = sorted({r.provenance.gpu for r in [*kernels, *e2e_every_mode]})
     if len(gpus) > 1:
         raise ResultsFileError(f"{results_dir / slug} mixes GPUs {gpus}: numbers from different GPUs never mix")
     not_measured: dict[tuple[str, str], str] = {}
@@ -292,7 +305,8 @@ def load(slug: str, results_dir: Path) -> GpuResults:
     correctness = [r for r in loaded[CORRECTNESS.file_name] if r.provenance.gpu == gpu]
     return GpuResults(slug, gpu, [r for r in kernels if r.measured], [r for r in e2e if r.measured], not_measured,
                       problems, runs, correctness, [r for r in every[KERNELS.file_name] if r.measured],
-                      [r for r in every[E2E.file_name] if r.measured])
+                      [r for r in every[E2E.file_name] if r.measured and original_setup(r)],
+                      [r for r in e2e_every_mode if r.measured])
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:

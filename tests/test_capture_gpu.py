@@ -9,6 +9,8 @@ import torch
 from backends import precision, registry
 from gpt2.config import GPT2Config
 from gpt2.model import GPT2
+from gpt2.modes import KV_CACHE
+from gpt2.prompts import study_prompts
 from gpt2.timing import GenerationPlan, external_events_supported, time_eager, time_graph
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from harness import bench_e2e, bench_kernels
@@ -64,7 +66,7 @@ def tiny_model(attention, dtype: torch.dtype = torch.float32) -> GPT2:
 def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_skip, name, dtype):
     model = tiny_model(attention_or_skip(name, dtype), precision.torch_dtype(dtype))
     registry.get(name).prepare_generation(model, 40)
-    plan = GenerationPlan(tuple(load_tokenizer().encode(PROMPT)), (16, 24, 40))
+    plan = GenerationPlan((tuple(load_tokenizer().encode(PROMPT)),), (16, 24, 40))
     eager = time_eager(model, plan, runs=1)
     graph = time_graph(model, plan, replays=2)
     assert graph.token_ids == eager.token_ids, f"{name}: the replayed graph generated other tokens"
@@ -73,6 +75,32 @@ def test_generation_graph_replays_to_the_eager_tokens(version_ops, attention_or_
     longest = plan.token_counts[-1]
     assert graph.seconds[16].median < graph.seconds[longest].median, "the boundary events are out of order"
     assert eager.peak_memory_bytes and eager.peak_memory_bytes[16] <= eager.peak_memory_bytes[longest]
+
+
+# Every backend with a decode op (composites included) in each of its dtypes.
+CACHED = [(b.name, d) for b in registry.providing(registry.BACKENDS, registry.DECODE, composites=True) for d in b.dtypes]
+
+
+@pytest.mark.parametrize("name,dtype", CACHED, ids=[f"{n}-{d}" for n, d in CACHED])
+def test_kv_cache_generation_graph_replays_to_the_eager_tokens(version_ops, name, dtype):
+    """A batch of 2 with a KV cache: prefill and every decode step in one graph; the cache is
+    allocated by the generation (inside the capture, from the graph's pool), so the eager
+    peak counts it."""
+    backend = registry.get(name)
+    reason = KV_CACHE.why_unavailable(backend, registry.Target.of("cuda"), dtype)
+    if reason:
+        pytest.skip(f"{name}: {reason}")
+    model = tiny_model(backend.attention("cuda", dtype), precision.torch_dtype(dtype))
+    KV_CACHE.attach(model, backend, torch.device("cuda"), dtype)
+    KV_CACHE.prepare(backend, model, 2, 40)
+    plan = GenerationPlan(study_prompts(2, 8), (16, 40), KV_CACHE)
+    eager = time_eager(model, plan, runs=1)
+    graph = time_graph(model, plan, replays=2)
+    assert graph.token_ids == eager.token_ids, f"{name}: the replayed graph generated other tokens"
+    assert graph.seconds[16].median < graph.seconds[40].median, "the boundary events are out of order"
+    cache = KV_CACHE.cache_bytes(TINY_CONFIG, 2, 40, precision.torch_dtype(dtype))
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert eager.peak_memory_bytes[16] >= weights + cache, (eager.peak_memory_bytes, weights, cache)
 
 
 def test_this_torch_has_external_events():
@@ -126,13 +154,18 @@ def test_benchmarks_write_complete_rows(tmp_path, version_ops):
 
     source = bench_e2e.ModelSource(lambda attention, device, dtype: tiny_model(attention, dtype), "tiny test model",
                                    TINY_CONFIG)
-    path = bench_e2e.run(backends, dtypes, (16, 24), source=source, results_dir=tmp_path, device=device)
-    rows = {(r.backend, r.dtype, r.tokens): r for r in E2E.read(path).rows}
-    for name, dtype in (("naive", "float32"), ("sdpa-efficient", "float32"), ("naive", "bfloat16"),
-                        ("sdpa-cudnn", "bfloat16"), (last_half, "bfloat16")):
-        row = rows[(name, dtype, 24)]
+    plans = [bench_e2e.recompute_plan((16, 24)), *bench_e2e.kv_cache_plans((2,), (8,), 16)]
+    path = bench_e2e.run(backends, dtypes, plans, source=source, results_dir=tmp_path, device=device)
+    rows = {(r.backend, r.dtype, r.mode, r.tokens): r for r in E2E.read(path).rows}
+    for name, dtype, mode in (("naive", "float32", "recompute"), ("sdpa-efficient", "float32", "recompute"),
+                              ("naive", "bfloat16", "recompute"), ("sdpa-cudnn", "bfloat16", "recompute"),
+                              (last_half, "bfloat16", "recompute"), ("naive", "float32", "kv-cache"),
+                              ("sdpa-efficient", "float32", "kv-cache"), ("sdpa-cudnn", "bfloat16", "kv-cache")):
+        row = rows[(name, dtype, mode, 24)]
         assert row.status == "ok" and row.graph_tokens_match_eager and row.same_tokens_as_naive is not None, row
         assert row.seconds_gpu_median and row.seconds_eager_median and row.seconds_floor_gpu, row
         assert -0.05 < row.attention_gpu_share < 1, row  # a 2-layer model: attention may cost little
         assert row.logits_mean_abs_err is not None and row.token_agreement is not None, row
         assert row.accuracy_check is True, row
+        assert row.tokens_per_second == pytest.approx(row.batch * 16 / row.seconds_gpu_median), row
+    assert (last_half, "bfloat16", "kv-cache", 24) not in rows, "a prefill version has no decode op"

@@ -74,6 +74,19 @@ def test_token_count_out_of_range(capsys, tokens):
          "--tokens must be larger than the prompt (8 tokens)", "context (1024)")
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--prompt-tokens", "0"], "--prompt-tokens must be at least 1, got 0"),
+    (["--prompt-tokens", "64", "--tokens", "64"], "--tokens must be larger than the prompt (64 tokens)"),
+    (["--prompt-tokens", "1000", "--tokens", "1025"], "at most the model's context (1024), got 1025"),
+    (["--mode", "kv-cache", "--backend", "v05"], "v05: provides no decode op (it provides prefill); --mode kv-cache "
+                                                 "needs one"),
+], ids=["batch", "prompt", "prompt-longer-than-tokens", "context", "no-decode-op"])
+def test_generation_shape_and_mode_refusals(capsys, argv, message):
+    err = gpt2([*argv, "--device", "cpu", "--weights", "random"], capsys, message)
+    assert err.count("\n") == 1 and err.startswith("python -m gpt2: error: "), err
+
+
 def test_repeats_must_be_positive(capsys):
     gpt2(["--repeats", "0", "--device", "cpu", "--weights", "random"], capsys, "--repeats must be at least 1")
 
@@ -159,6 +172,24 @@ def test_progress_bar_on_a_terminal_only(tiny_model_dir, monkeypatch, capsys):
     assert "4 generated" in captured.out
     assert gpt2_cli.main([*argv, "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_kv_cache_batch_json_counts_every_sequence(tiny_model_dir, capsys):
+    """--mode kv-cache --batch 2: one row of tokens per sequence, the first the study's prompt,
+    tokens/s counting the generated tokens of both, the cache's bytes reported."""
+    argv = ["--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12", "--repeats", "1",
+            "--mode", "kv-cache", "--batch", "2", "--prompt-tokens", "9", "--json"]
+    assert gpt2_cli.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["mode"], result["batch"], result["prompt_tokens"]) == ("kv-cache", 2, 9)
+    rows = result["token_ids_by_sequence"]
+    assert len(rows) == 2 and all(len(r) == 12 for r in rows) and rows[0][:8] == PROMPT_IDS and rows[0] != rows[1]
+    assert result["token_ids"] == rows[0] and result["generated_tokens_in_batch"] == 6
+    assert result["tokens_per_second_eager"] == pytest.approx(6 / result["seconds_eager"]["median"])
+    assert result["cache_bytes"] == 2 * 2 * 2 * 12 * 128 * 4 + 2 * 4  # K and V, 2 layers, B=2, 12 rows, width 128
+    assert gpt2_cli.main(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "2 sequences x 12 (9 prompt + 3 generated)" in out and "the KV cache takes 48.0 KiB" in out, out
 
 
 def test_harness_unknown_backend(capsys):
@@ -391,6 +422,24 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().out == ("README.md and versions/*/README.md unchanged: their tables already match the "
                                        "results\n")
     assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
+
+
+def test_bench_e2e_refuses_an_unknown_mode(capsys):
+    harness(["bench-e2e", "--modes", "recompute,nope"], capsys, "--modes: unknown generation mode 'nope'",
+            "modes: recompute, kv-cache")
+
+
+def test_bench_e2e_takes_transformers_generate_beside_the_registry_rows(capsys):
+    """Not a registry row: measured with 'all' and 'quick' or where --backends names it."""
+    from backends import registry
+    from harness.hf_generate import NAME
+
+    assert harness_cli._e2e_selection("all") == (list(registry.BACKENDS), True)
+    assert harness_cli._e2e_selection("quick") == (registry.select("quick"), True)
+    assert harness_cli._e2e_selection("naive,v05") == ([registry.get("naive"), registry.get("v05")], False)
+    assert harness_cli._e2e_selection(f"naive,{NAME}") == ([registry.get("naive")], True)
+    assert harness_cli._e2e_selection(NAME) == ([], True)
+    harness(["bench-e2e", "--backends", f"{NAME},nope"], capsys, "unknown backend 'nope'")
 
 
 def test_list_shows_where_each_backend_runs(capsys):

@@ -74,3 +74,33 @@ def test_prepare_runs_the_kernel_at_every_length_of_a_generation_as_gpt2_lays_it
     # (B, H, T, d) views of a (1, T, 3 C) projection: T's stride is 3 C, as in the model (from
     # T = 2: a dimension of size 1 has no meaningful stride)
     assert all(stride[2] == 3 * config.n_embd for (_, _, T, _), _, stride, _ in calls if T > 1), calls
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_kv_cache_generation_prepares_the_decode_op_at_every_cache_length(monkeypatch):
+    """With a KV cache each new token calls the decode op at a new length: prepare_generation
+    runs flex's decode once per length, at the generation's batch, on inputs laid out as the
+    model passes them (q a view of the packed projection), and leaves the prefill op alone."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from backends import flex as flex_module
+    from backends.flex import FlexDecode
+    from gpt2.config import GPT2Config
+    from gpt2.model import GPT2
+
+    decode, calls = FlexDecode(torch.device("cpu")), []
+
+    def recording(q, k, v, **kwargs):
+        calls.append((tuple(q.shape), tuple(k.shape), q.dtype, q.stride(), torch.is_inference_mode_enabled()))
+        return flex_attention(q, k, v, **kwargs)  # unfused: compiling takes minutes on a CPU
+
+    decode._flex = recording
+    monkeypatch.setattr(flex_module, "flex_decode_for", lambda device, dynamic=True: decode)
+    monkeypatch.setattr(flex_module, "flex_attention_for", lambda *args, **kwargs: pytest.fail("prefill prepared"))
+    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    model = GPT2(config, decode).to(torch.bfloat16)
+    registry.get("flex-attention").prepare_generation(model, 12, batch=3, kind=registry.DECODE)
+    assert [(q, k) for q, k, *_ in calls] == [((3, 2, 1, 8), (3, 2, S, 8)) for S in range(1, 13)], "one call per length"
+    assert {dtype for _, _, dtype, *_ in calls} == {torch.bfloat16}
+    assert all(inference for *_, inference in calls), "prepared outside inference mode: compiled for nothing"
+    assert all(stride[0] == 3 * config.n_embd for _, _, _, stride, _ in calls), "q laid out unlike the model's"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from backends import registry
-from gpt2.generate import greedy_generate
+from gpt2.modes import greedy_generate
 from gpt2.weights import RandomWeights, SnapshotWeights, build_model, resolve
 
 transformers = pytest.importorskip("transformers")
@@ -58,7 +58,7 @@ def test_greedy_continuation_matches_transformers(hf_model_dir, backend):
         expected = hf.generate(torch.tensor([prompt]), max_new_tokens=total - len(prompt),
                                min_new_tokens=total - len(prompt), do_sample=False, eos_token_id=None,
                                pad_token_id=0)
-    got = greedy_generate(ours(directory, backend), prompt, total)
+    got = greedy_generate(ours(directory, backend), [prompt], total)
     assert got.shape == (1, total)
     assert got.tolist() == expected.tolist(), "greedy tokens differ from transformers'"
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from backends import precision, registry
-from gpt2.generate import greedy_generate
+from gpt2.modes import greedy_generate
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import build_model, resolve
 from harness.study import HEADLINE_TOKENS
@@ -27,7 +27,7 @@ HALF = [(b.name, d) for b in registry.BACKENDS for d in b.dtypes if precision.is
 def reference_run():
     model = build_model(resolve(None, "auto"), registry.get(REFERENCE).attention("cuda"), "cuda")
     prompt = load_tokenizer().encode(PROMPT)
-    ids = greedy_generate(model, prompt, HEADLINE_TOKENS)  # (1, 512)
+    ids = greedy_generate(model, [prompt], HEADLINE_TOKENS)  # (1, 512)
     with torch.inference_mode():
         logits = model(ids, all_positions=True)  # (1, 512, vocab)
     return model, prompt, ids, logits
@@ -60,7 +60,7 @@ def test_greedy_tokens_match_reference(reference_run, model_with, name):
     gap within the logits tolerance), which is then printed."""
     _, prompt, reference_ids, _ = reference_run
     model = model_with(name)
-    ids = greedy_generate(model, prompt, HEADLINE_TOKENS)
+    ids = greedy_generate(model, [prompt], HEADLINE_TOKENS)
     if torch.equal(ids, reference_ids):
         return
     first = int((ids != reference_ids).nonzero()[0, 1].item())

@@ -3,6 +3,7 @@ half-precision rows (as after a sweep of every dtype) and without them (float32 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import filecmp
 import os
 import struct
@@ -17,11 +18,12 @@ from backends import precision, registry
 from harness import cli as harness_cli
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
 from harness.report import (README, cross_gpu_table, e2e_table, gpu_section, headline_block, readme_text, replace_block,
-                            version_section)
-from harness.results import ResultsFileError
+                            results_block, version_section)
+from backends.registry import PROJECT_ROOT
+from harness.results import E2E, ResultsFileError, gpu_slugs
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
-from harness.tables import load, load_all, name_ranges, tracks
+from harness.tables import load, load_all, name_ranges, original_setup, tracks
 from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,9 +78,10 @@ def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
 
 
 def test_fixtures_have_every_dtype_of_every_backend():
-    """Every registry row in every dtype: measured where it accepts the dtype, refused elsewhere."""
+    """Every registry row the kernel benchmark measures (the prefill providers, no composite) in
+    every dtype: measured where it accepts the dtype, refused elsewhere."""
     r = load(GPU_A, RESULTS)
-    for backend in registry.BACKENDS:
+    for backend in registry.providing(registry.BACKENDS, registry.PREFILL):
         for dtype in precision.EVERY:
             measured = r.kernel(backend.name, HEADLINE_SHAPES[0], dtype) is not None
             assert measured == backend.accepts(dtype), (backend.name, dtype)
@@ -362,6 +365,36 @@ def test_the_committed_readme_links_only_to_files_that_exist():
 
 
 # -- writing and reading ---------------------------------------------------------------------
+def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they_were(tmp_path):
+    """The end-to-end tables and figures show the original setup (recompute, batch 1); KV-cache
+    rows, other batches and their status rows, in the same e2e.csv, are kept apart."""
+    results = subset(tmp_path / "results", lambda *_: True)
+    before = load(GPU_A, results)
+    text = results_block([before], Path("plots"), README, results)
+    path = E2E.path(results, GPU_A)
+    originals = [r for r in E2E.read(path).rows if r.dtype == FLOAT32 and r.tokens == HEADLINE_TOKENS]
+    others = [dataclasses.replace(r, mode=mode, batch=batch, seconds_gpu_median=r.seconds_gpu_median and 1e-3,
+                                  status=status)
+              for r in originals for mode, batch, status in (("kv-cache", 8, r.status), ("recompute", 2, r.status),
+                                                             ("kv-cache", 1, "not measured: a test's reason"))]
+    for row in others:
+        E2E.append(path, row)
+    after = load(GPU_A, results)
+    assert len(after.e2e_every_mode) == len(before.e2e_every_mode) + sum(r.measured for r in others)
+    assert {(r.mode, r.batch) for r in after.e2e} == {("recompute", 1)}
+    assert after.e2e == before.e2e and after.not_measured == before.not_measured
+    assert results_block([after], Path("plots"), README, results) == text
+
+
+def test_the_committed_results_read_with_the_current_schema():
+    """results/*/e2e.csv were written before the mode and batch columns (migrated as recompute,
+    batch 1): every row parses, and the tables hold the original setup's rows."""
+    committed = PROJECT_ROOT / "results"
+    for slug in gpu_slugs(committed):
+        r = load(slug, committed)
+        assert r.problems == [], (slug, r.problems[:3])
+        assert r.e2e and all(original_setup(x) for x in r.e2e), slug
+
 def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys):
     before = README.read_text()
     out = tmp_path / "report.md"

@@ -55,7 +55,7 @@ def test_precompile_leaves_out_what_a_resumed_sweep_will_not_run():
     first, *rest = QUICK_KERNEL_SHAPES
     stored = precompile.Stored(correctness={(name, dtype, s.B, s.H, s.T) for s in GATE_SHAPES},
                                kernels={(name, dtype, first.B, first.H, first.T)},
-                               e2e={(name, dtype, n) for n in COUNTS})
+                               e2e={(name, dtype, "recompute", 1, 8, n) for n in COUNTS})
     compiler = RecordingCompiler(name=name, description="test", requires_cuda=False)
     asked = precompile.run([compiler], dtype, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(), token_counts=COUNTS,
                            device=CPU, stored=stored)
