@@ -747,9 +747,6 @@ BACKENDS: tuple[Backend, ...] = (
                     "slots, up to 16 per head (a non-portable cluster): batch 8 no longer spills into a "
                     "second wave, batch 1 reaches every SM", build_flags=_FAST_MATH,
                     min_compute_capability=_HOPPER),
-    _decode_version(8, "tensor_cores", "d07 with bfloat16 and float16 on the tensor cores: S = q K^T and "
-                    "O += P V as mma.sync m16n8k16 (q the first row of 16), K and V by ldmatrix from "
-                    "swizzled stages; float32 unchanged", build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

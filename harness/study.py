@@ -58,10 +58,10 @@ HEADLINE_TOKENS = TOKEN_COUNTS[-1]  # the README's end-to-end table and the cros
 
 # End to end with a KV cache: B sequences at once, prompts of P tokens (gpt2/prompts.py: the
 # study's prompt alone, or long enough that prefill counts), a fixed number of tokens generated
-# per sequence (P=512 then runs to 640 tokens).
+# per sequence (P=512 then runs to 576 tokens).
 KV_BATCHES = (1, 8, 64)
 KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS, 512)
-KV_NEW_TOKENS = 128
+KV_NEW_TOKENS = 64
 QUICK_KV_BATCHES = (1, 8)
 QUICK_KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS,)
 QUICK_KV_NEW_TOKENS = 32
@@ -124,6 +124,7 @@ DECODE_SHAPES = (*(DecodeShape(B, GPT2_HEADS, S) for B in DECODE_BATCHES for S i
                  DecodeShape(8, GPT2_HEADS, 16384, RAMP), DecodeShape(64, GPT2_HEADS, 16384, RAMP))
 QUICK_DECODE_SHAPES = (DecodeShape(1, GPT2_HEADS, 1024), DecodeShape(8, GPT2_HEADS, 1024),
                        DecodeShape(64, GPT2_HEADS, 4096))
-# Rounds per decode shape, the order reversed every other round: decode calls are short and
-# many, three rounds keep the sweep's time (20 shapes x 3 dtypes) near a minute.
-DECODE_ROUNDS = 3
+# Rounds per decode shape, the order reversed every other round: two, so that the grid (22
+# shapes x 3 dtypes x 13 backends) takes about a minute and a half of an H200 (one round of 10
+# backends took 40 s, log 2026-11-27_2).
+DECODE_ROUNDS = 2
