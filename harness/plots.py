@@ -37,6 +37,7 @@ from backends import registry
 from harness.files import write_atomically
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, Shape
+from harness import tables
 from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, kernel_ratio, name_ranges,
                             registry_row, track_of, tracks)
 
@@ -105,7 +106,7 @@ def look(backend: str, dtype: str) -> Look:
             colour = STRONG[len(STRONG) - len(strong) + strong.index(backend)]
             return Look(colour, "-", "o", 2.0, 4.5, False, True)
         return Look(LIGHT, "-", "o", 1.1, 2.5, False, False)
-    baselines = registry.baseline_names()
+    baselines = tables.baselines()
     i = baselines.index(backend) if backend in baselines else len(baselines)
     line = BASELINE_LINES[i % len(BASELINE_LINES)]
     if backend == registry.kernel_reference(dtype):
@@ -413,7 +414,7 @@ def progression(r: GpuResults) -> Figure | None:
     # Versions this GPU has no row of (added after its last sweep): their columns stay empty.
     unmeasured = [v for t in shown for v in t.versions if not any(value(t, v, s) for _, s in measures)]
     # Room for the longest end label: a baseline's name with a six-digit time off the scale.
-    room = _end_label_room([_off_scale_text(name, 888_888.0) for name in registry.baseline_names()])
+    room = _end_label_room([_off_scale_text(name, 888_888.0) for name in tables.baselines()])
     refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",
                    notes=[_progression_note(shown, uncaptured) + _not_measured_note(unmeasured),

@@ -37,6 +37,18 @@ def registry_row(name: str) -> registry.Backend | None:
         return None
 
 
+def prefill_backends() -> list[str]:
+    """The rows the prefill benchmarks measure, in registry order: the baselines and the
+    prefill versions (not a composite row, whose parts are measured alone)."""
+    return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL)]
+
+
+def baselines() -> list[str]:
+    """PyTorch's own prefill kernels (naive, the SDPA backends, flex-attention), in registry
+    order: the options a ratio's reference is the fastest of."""
+    return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL) if not b.is_version]
+
+
 def is_version(name: str) -> bool:
     row = registry_row(name)
     return row is not None and row.is_version

@@ -21,7 +21,7 @@ from harness.report import (README, cross_gpu_table, e2e_table, gpu_section, hea
 from harness.results import ResultsFileError
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
-from harness.tables import load, load_all, name_ranges, tracks
+from harness.tables import baselines, load, load_all, name_ranges, prefill_backends, tracks
 from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,9 +76,10 @@ def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
 
 
 def test_fixtures_have_every_dtype_of_every_backend():
-    """Every registry row in every dtype: measured where it accepts the dtype, refused elsewhere."""
+    """Every row the prefill benchmarks measure, in every dtype: measured where it accepts the
+    dtype, refused elsewhere."""
     r = load(GPU_A, RESULTS)
-    for backend in registry.BACKENDS:
+    for backend in map(registry.get, prefill_backends()):
         for dtype in precision.EVERY:
             measured = r.kernel(backend.name, HEADLINE_SHAPES[0], dtype) is not None
             assert measured == backend.accepts(dtype), (backend.name, dtype)
@@ -188,8 +189,8 @@ def test_looks_set_the_last_steps_and_the_reference_apart():
     assert look(last, FLOAT32).strong and not look(FULL_TRACK.versions[0], FLOAT32).strong
     assert look(registry.kernel_reference(FLOAT32), FLOAT32).color == "black"
     assert look(registry.kernel_reference(FLOAT32), BFLOAT16).color != "black"
-    colours = {look(b, BFLOAT16).color for b in registry.baseline_names()}
-    assert len(colours) == len(registry.baseline_names())  # every baseline its own colour
+    colours = {look(b, BFLOAT16).color for b in baselines()}
+    assert len(colours) == len(baselines())  # every baseline its own colour
 
 
 def test_name_ranges_join_consecutive_versions_of_a_track():
