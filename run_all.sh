@@ -2,8 +2,9 @@
 # The whole study on this machine's GPU:
 #   build -> correctness gate -> kernel benchmark -> end-to-end sweep -> plots -> report
 # Results go to <results-dir>/<gpu>/ (appended row by row; a rerun resumes where it
-# stopped), plots to <plots-dir>/<gpu>/. The README tables are rewritten only from the
-# committed results/ folder; any other --results-dir gets <results-dir>/report.md.
+# stopped), plots to <plots-dir>/<gpu>/. The README tables and the GPUs' pages
+# (results/<gpu>/README.md) are rewritten only from the committed results/ folder; any other
+# --results-dir gets <results-dir>/report.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -1,8 +1,9 @@
 """`python -m harness <command>`: the study's steps, each usable on its own.
 
 Results and plots go where --results-dir and --plots-dir say (default: the committed
-results/ and plots/ folders); `report` rewrites the README tables only from the
-committed results/ folder, and writes <results-dir>/report.md for any other.
+results/ and plots/ folders); `report` rewrites the README tables and each GPU's
+page (results/<gpu>/README.md) only from the committed results/ folder, and writes
+<results-dir>/report.md for any other.
 """
 from __future__ import annotations
 
@@ -406,11 +407,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
         with _writing():
-            updated = update_readmes(gpus, args.plots_dir, args.results_dir)
+            updated = update_readmes(gpus, args.plots_dir)
         for path in updated:
             print(f"updated {_shown(path)}")
         if not updated:
-            print("README.md and versions/*/README.md unchanged: their tables already match the results")
+            print("README.md, results/ and versions/*/README.md unchanged: their tables already match the results")
         return 0
     output = args.output or args.results_dir / REPORT_NAME
     if args.output is None:
@@ -421,7 +422,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         folder_to_write(output.parent, "--output", output)
     with _writing():
         path = write_report(gpus, args.plots_dir, args.results_dir, output)
-    print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
+    print(f"wrote {_shown(path)} (the README and the GPUs' pages come from {_shown(COMMITTED_RESULTS)}/ only)")
     return 0
 
 
@@ -509,12 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
     plots_dir(p)
     p.set_defaults(func=cmd_plot, on_stop=NOTHING_MEASURED.format(what="the figures"))
 
-    p = sub.add_parser("report", help="regenerate the README tables (from the committed results/ only) or write "
-                                      "<results-dir>/report.md")
+    p = sub.add_parser("report", help="regenerate the README tables and each GPU's page results/<gpu>/README.md "
+                                      "(from the committed results/ only) or write <results-dir>/report.md")
     results_dir(p)
     plots_dir(p)
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
-                   help="write the tables to FILE instead of updating README.md and versions/*/README.md")
+                   help="write the tables to FILE instead of updating README.md, the GPUs' pages and "
+                        "versions/*/README.md")
     p.set_defaults(func=cmd_report, on_stop=NOTHING_MEASURED.format(what="the tables"))
 
     p = sub.add_parser("try", help="development: kernel variants (a version's kernel file with patches "

@@ -377,20 +377,25 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
     from backends import registry
     from harness import report
 
-    readme, notes = tmp_path / "README.md", tmp_path / "v01" / "README.md"
-    notes.parent.mkdir()
+    readme, notes, index = tmp_path / "README.md", tmp_path / "v01" / "README.md", tmp_path / "results" / "README.md"
+    for path in (notes, index):
+        path.parent.mkdir()
     readme.write_text("# study\n")
     notes.write_text("# v01\n")
+    index.write_text("# results\n")
     monkeypatch.setattr(report, "README", readme)
+    monkeypatch.setattr(report, "RESULTS_README", index)
     v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
     monkeypatch.setattr(registry, "versions", lambda: [v01])
     assert harness_cli.main(["report"]) == 0  # the committed results
-    assert capsys.readouterr().out.split("\n")[:2] == [f"updated {readme}", f"updated {notes}"]
-    written = readme.stat().st_mtime_ns, notes.stat().st_mtime_ns
+    pages = sorted(index.parent.glob("*/README.md"))
+    assert len(pages) == len(list((PROJECT_ROOT / "results").glob("*/kernels.csv"))), "a page per GPU"
+    assert capsys.readouterr().out.splitlines() == [f"updated {path}" for path in (readme, index, *pages, notes)]
+    written = [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)]
     assert harness_cli.main(["report"]) == 0
-    assert capsys.readouterr().out == ("README.md and versions/*/README.md unchanged: their tables already match the "
-                                       "results\n")
-    assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
+    assert capsys.readouterr().out == ("README.md, results/ and versions/*/README.md unchanged: their tables already "
+                                       "match the results\n")
+    assert [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)] == written
 
 
 def test_list_shows_where_each_backend_runs(capsys):

@@ -16,8 +16,10 @@ from matplotlib.text import Text
 from backends import precision, registry
 from harness import cli as harness_cli
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
-from harness.report import (README, cross_gpu_table, e2e_table, gpu_section, headline_block, readme_text, replace_block,
-                            version_section)
+from harness.gpu_page import Page, e2e_table, gpu_page
+from harness.markdown import replace_block
+from harness.report import README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text
+from harness.version_notes import version_section
 from harness.results import ResultsFileError
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
@@ -43,6 +45,15 @@ def subset(out: Path, keep: Callable[[str, dict[str, str]], bool]) -> Path:
         with target.open("w", newline="") as f:
             csv.writer(f).writerows(kept)
     return out
+
+
+def page(r, results: Path = RESULTS) -> str:
+    """The GPU's page, as `report` writes it into its results folder."""
+    return gpu_page(Page(r, results / r.slug / "README.md", Path("plots"), results))
+
+
+def headline(gpus, results: Path = RESULTS) -> str:
+    return headline_block(Context(gpus, README, Path("plots"), results))
 
 
 def float32_only(out: Path) -> Path:
@@ -158,7 +169,7 @@ def test_figures_are_deterministic(drawn, tmp_path):
 
 def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
     """Small multiples per track: the second row of kernel_time_vs_T labels the half-precision
-    versions and bfloat16's reference, none of the float32 versions."""
+    versions and PyTorch's bfloat16 kernels, none of the float32 versions."""
     fig = drawn["kernel_time_vs_T.png"]
     half_row = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("half precision (bfloat16)")]
     assert half_row
@@ -169,7 +180,7 @@ def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
 
 
 def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn):
-    """A progression kernel panel spans its versions and its dtype's reference: in the
+    """A progression kernel panel spans its versions and PyTorch's fastest kernel: in the
     fixtures half-precision naive at B=8 T=4096 is 20x cuDNN, so it gets no line, but a label
     at the panel's top edge with its time, and the scale stops well below it."""
     fig = drawn["progression.png"]
@@ -184,11 +195,11 @@ def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_t
     assert ax.get_ylim()[1] < naive / 2, (ax.get_ylim(), naive)
 
 
-def test_looks_set_the_last_steps_and_the_reference_apart():
+def test_looks_set_the_last_steps_apart_and_give_each_baseline_a_colour():
+    """No baseline is drawn as 'the' reference (the fastest differs by shape and run)."""
     last = FULL_TRACK.versions[-1]
     assert look(last, FLOAT32).strong and not look(FULL_TRACK.versions[0], FLOAT32).strong
-    assert look(registry.kernel_reference(FLOAT32), FLOAT32).color == "black"
-    assert look(registry.kernel_reference(FLOAT32), BFLOAT16).color != "black"
+    assert look(registry.kernel_reference(FLOAT32), FLOAT32) == look(registry.kernel_reference(FLOAT32), BFLOAT16)
     colours = {look(b, BFLOAT16).color for b in baselines()}
     assert len(colours) == len(baselines())  # every baseline its own colour
 
@@ -202,12 +213,12 @@ def test_name_ranges_join_consecutive_versions_of_a_track():
 # -- tables ----------------------------------------------------------------------------------
 def test_tables_come_from_the_csv():
     r = load(GPU_A, RESULTS)
-    section = gpu_section(r, Path("plots"), README, RESULTS)
+    section = page(r)
     naive = r.end_to_end("naive", HEADLINE_TOKENS, FLOAT32)
     assert f"| `naive` | {naive.seconds_gpu_median:.3f} | {naive.seconds_gpu_min:.3f}–" \
            f"{naive.seconds_gpu_max:.3f} | {naive.seconds_eager_median:.3f} |" in section
-    reference = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1], FLOAT32)
-    assert f"| `{registry.KERNEL_REFERENCE}` | {reference.us_device_median:,.0f} |" in section
+    efficient = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1], FLOAT32)
+    assert f"| `{registry.KERNEL_REFERENCE}` | {efficient.us_device_median:,.0f} |" in section
     assert "`sdpa-flash`: not available for float32" in section
     for backend in registry.BACKENDS:
         if backend.end_to_end:  # a reason on its registry row, shown with the row
@@ -245,10 +256,10 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
 
 
 def test_each_precision_has_its_own_section_reference_and_peak():
-    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
-    float32, half = section.split("#### Half precision: bfloat16")
-    assert "#### float32" in float32 and "time / `sdpa-efficient`" in float32 and "of float32 FMA peak" in float32
-    assert "time / `sdpa-cudnn`" in half and "of bfloat16 tensor peak" in half
+    section = page(load(GPU_A, RESULTS))
+    float32, half = section.split("## Half precision: bfloat16")
+    assert "## float32" in float32 and "| `v11` |" in float32 and "of float32 FMA peak" in float32
+    assert "`sdpa-cudnn` |" in half and "of bfloat16 tensor peak" in half
     assert "logits error, mean / max" in half and "tokens as bfloat16 `naive`" in half
     assert "| `sdpa-math` |" in half and "| **no** |" in half  # the fixtures' one failing half-precision row
     assert f"{FLOAT16}, the same measurements" in half  # float16 in one table beside bfloat16
@@ -259,14 +270,14 @@ def test_each_precision_has_its_own_section_reference_and_peak():
 
 
 def test_float32_only_results_have_no_half_precision_section(f32_results):
-    section = gpu_section(load(GPU_A, f32_results), Path("plots"), README, f32_results)
-    assert "#### float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
+    section = page(load(GPU_A, f32_results), f32_results)
+    assert "## float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
 
 
 def test_sweep_wall_time_comes_from_stages_csv():
     """Each run at the results' commit is a row, stage by stage; a run at another commit is
     not shown, and a GPU without stages.csv has no such table."""
-    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
+    section = page(load(GPU_A, RESULTS))
     assert "| run (UTC) | mode | backends | dtypes | build | correctness gate | kernel benchmark | end-to-end | " \
            "total | stages that failed |" in section
     assert "| 2026-01-01 00:00:00 | full | `all` | `all` | 41 | 65 | – | – | 106 | – |" in section
@@ -274,7 +285,7 @@ def test_sweep_wall_time_comes_from_stages_csv():
     assert "2026-01-02" not in section and "| 99 |" not in section
     commit = load(GPU_A, RESULTS).stages[0].provenance.commit
     assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
-    other = gpu_section(load("fixture-gpu-b-synthetic-numbers", RESULTS), Path("plots"), README, RESULTS)
+    other = page(load("fixture-gpu-b-synthetic-numbers", RESULTS))
     assert "Sweep wall time" not in other
 
 
@@ -290,7 +301,7 @@ def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
     assert f"{gpus[1].kernel('v11', HEADLINE_SHAPES[0], FLOAT32).us_device_median:.1f}" in v11
     cudnn = [line for line in table.splitlines() if line.startswith("| `sdpa-cudnn` |")]
     assert len(cudnn) == 1 and "| bfloat16 |" in cudnn[0]  # float16: each GPU's section
-    assert "The float16 rows are in each GPU's section." in table
+    assert "The float16 rows are on each GPU's page." in table
 
 
 def test_version_notes_show_every_note_shape_and_the_ratio():
@@ -299,9 +310,11 @@ def test_version_notes_show_every_note_shape_and_the_ratio():
     for shape in VERSION_NOTE_SHAPES:
         assert f"kernel device µs, {shape.label()}" in text
     assert f"{HEADLINE_TOKENS}-token generation, GPU s" in text
-    assert "| measure | `v10` | `v11` | change | `v11` / `sdpa-efficient` |" in text
-    ratio = r.kernel("v11", VERSION_NOTE_SHAPES[0], FLOAT32).ratio_to_reference
-    assert f"{ratio:.2f} |" in text
+    assert ("| measure | `v10` | `v11` | change | `v11` / fastest PyTorch | fastest PyTorch, same run | "
+            "`v11` / `sdpa-efficient` |") in text
+    row = r.kernel("v11", VERSION_NOTE_SHAPES[0], FLOAT32)
+    assert f"| {r.kernel_vs_fastest(row)[0]:.2f} | `{registry.KERNEL_REFERENCE}` | {row.ratio_to_reference:.2f} |" \
+        in text
 
 
 def test_a_half_version_is_read_against_its_parent_in_its_own_dtype():
@@ -312,8 +325,8 @@ def test_a_half_version_is_read_against_its_parent_in_its_own_dtype():
                  and registry.names().index(registry.get(v).parent) != registry.names().index(v) - 1)
     parent = registry.get(later).parent
     text = version_section(r, registry.get(later))
-    assert f"| measure | `{parent}` | `{later}` ({BFLOAT16}) | change | `{later}` / `sdpa-cudnn` | `{later}` " \
-           f"({FLOAT16}) |" in text
+    assert f"| measure | `{parent}` | `{later}` ({BFLOAT16}) | change | `{later}` / fastest PyTorch | fastest " \
+           f"PyTorch, same run | `{later}` / `sdpa-cudnn` | `{later}` ({FLOAT16}) |" in text
     before = r.kernel(parent, VERSION_NOTE_SHAPES[0], BFLOAT16).us_device_median
     assert f"| kernel device µs, {VERSION_NOTE_SHAPES[0].label()} | {before:.1f} |" in text
     first = registry.get(HALF_TRACK.versions[0])
@@ -329,11 +342,14 @@ def test_a_version_without_rows_is_not_measured(f32_results):
 
 # -- the README ------------------------------------------------------------------------------
 def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results):
-    full = headline_block(load_all(RESULTS), Path("plots"), README)
-    assert "PyTorch's fastest, bfloat16" in full and "PyTorch's fastest, float32" in full
+    full = headline(load_all(RESULTS))
+    last_full, last_half = FULL_TRACK.versions[-1], HALF_TRACK.versions[-1]
+    assert f"PyTorch's fastest in `{last_half}`'s run, bfloat16" in full
+    assert f"PyTorch's fastest in `{last_full}`'s run, float32" in full
     assert f"`{FULL_TRACK.versions[0]}`: the first step, float32" in full
-    only = headline_block(load_all(f32_results), Path("plots"), README)
-    assert "PyTorch's fastest, float32" in only and "bfloat16" not in only
+    assert f"`{last_full}`: the last step, float32" in full and f"`{last_half}`: the last step, bfloat16" in full
+    only = headline(load_all(f32_results), f32_results)
+    assert f"PyTorch's fastest in `{last_full}`'s run, float32" in only and "bfloat16" not in only
     for version in HALF_TRACK.versions:
         assert f"`{version}`" not in only
 
@@ -350,16 +366,18 @@ def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, 
     for version in registry.versions():  # both tracks listed, each step linked
         assert f"[`{version.name}`](versions/{version.folder}/)" in text
     assert "CUDA >= " not in text  # a compute capability, not a toolkit version
-    assert ("#### Half precision: bfloat16" in text) == with_half
-    assert ("| `h01` | bfloat16 |" in text) == with_half
+    assert (f"| bfloat16 | `{HALF_TRACK.versions[-1]}` |" in text) == with_half
+    assert (f"| float32 | `{FULL_TRACK.versions[-1]}` |" in text)
+    assert len(text.splitlines()) < 450, "the front page stays short: the tables are on the GPUs' pages"
 
 
-def test_the_committed_readme_links_only_to_files_that_exist():
-    text = README.read_text()
-    root = README.parent
-    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
-        if not re.match(r"[a-z]+://", target):
-            assert (root / target).exists(), target
+def test_the_committed_pages_link_only_to_files_that_exist():
+    pages = [README, RESULTS_README, *RESULTS_README.parent.glob("*/README.md")]
+    assert len(pages) > 2, "each GPU of results/ has its page"
+    for path in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)\)", path.read_text()):
+            if not re.match(r"[a-z]+://", target):
+                assert (path.parent / target).exists(), f"{path}: {target}"
 
 
 # -- writing and reading ---------------------------------------------------------------------
@@ -369,7 +387,7 @@ def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, caps
     assert harness_cli.main(["report", "--results-dir", str(RESULTS), "--plots-dir", str(tmp_path),
                              "--output", str(out)]) == 0
     assert README.read_text() == before
-    assert "### All GPUs" in out.read_text() and "Fixture GPU B" in out.read_text()
+    assert "Every GPU side by side" in out.read_text() and "# Results: Fixture GPU B" in out.read_text()
 
 
 def test_generated_block_replaces_only_its_markers():
