@@ -32,20 +32,23 @@ USAGE
 
 original_args=("$@")  # for the line that says how to resume
 quick=() backends="" dtypes=all plots_only=0 fresh=() results=() plots=() model=()
+# An option's value: the next argument, or what follows '=' (--dtypes=float32); an empty one
+# is refused (an empty --backends is not 'all', an empty folder not the current one).
 need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
+value_after_equals() { need_value "${1%%=*}" "${1#*=}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --backends) need_value "$@"; backends="$2"; shift ;;
-    --backends=*) backends="${1#*=}" ;;
+    --backends=*) value_after_equals "$1"; backends="${1#*=}" ;;
     --dtypes) need_value "$@"; dtypes="$2"; shift ;;
-    --dtypes=*) dtypes="${1#*=}" ;;
+    --dtypes=*) value_after_equals "$1"; dtypes="${1#*=}" ;;
     --results-dir) need_value "$@"; results=(--results-dir "$2"); shift ;;
-    --results-dir=*) results=(--results-dir "${1#*=}") ;;
+    --results-dir=*) value_after_equals "$1"; results=(--results-dir "${1#*=}") ;;
     --plots-dir) need_value "$@"; plots=(--plots-dir "$2"); shift ;;
-    --plots-dir=*) plots=(--plots-dir "${1#*=}") ;;
+    --plots-dir=*) value_after_equals "$1"; plots=(--plots-dir "${1#*=}") ;;
     --model-dir) need_value "$@"; model=(--model-dir "$2"); shift ;;
-    --model-dir=*) model=(--model-dir "${1#*=}") ;;
+    --model-dir=*) value_after_equals "$1"; model=(--model-dir "${1#*=}") ;;
     --plots-only) plots_only=1 ;;
     --fresh) fresh=(--fresh) ;;
     -h|--help) usage; exit 0 ;;
@@ -127,22 +130,38 @@ fi
 export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
-# Unknown backend names are refused before anything runs (--plots-only uses none, but a
-# name it would ignore is still a mistake). Exit status 2, or 130 on Ctrl-C.
-if [[ -n "$backends" ]]; then
-  "$PYTHON" - "$backends" <<'PY'
+# Unknown backend or dtype names, and a GPU's own folder as --results-dir, are refused before
+# anything runs (--plots-only uses no names, but a name it would ignore is still a mistake).
+# Exit status 2, or 130 on Ctrl-C.
+"$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" <<'PY'
 import sys
+from pathlib import Path
 try:
-    from backends import registry
+    from backends import precision, registry
+    from harness.cli import CommandError, not_a_gpu_folder
+
+    backends, dtypes, results = sys.argv[1:4]
+    problems = []
     try:
-        registry.select(sys.argv[1])
+        if backends:
+            registry.select(backends)
     except registry.UnknownBackendError as err:
-        print(f"run_all.sh: --backends: {err}", file=sys.stderr)
-        sys.exit(2)
+        problems.append(f"--backends: {err}")
+    try:
+        precision.select(dtypes)
+    except precision.UnknownDtypeError as err:
+        problems.append(f"--dtypes: {err}")
+    try:
+        if results:
+            not_a_gpu_folder(Path(results))
+    except CommandError as err:
+        problems.append(str(err))
+    for problem in problems:
+        print(f"run_all.sh: {problem}", file=sys.stderr)
+    sys.exit(2 if problems else 0)
 except KeyboardInterrupt:
     sys.exit(130)
 PY
-fi
 
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS

@@ -11,6 +11,7 @@ dtypes (bfloat16 in full, float16 below it in one table).
 """
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,10 +307,14 @@ def stages_section(page: Page) -> str | None:
 
 
 def damaged_section(page: Page) -> str | None:
+    """The rows the tables left out as damaged, each with its file (beside the page) and line."""
     problems = page.r.problems
     if not problems:
         return None
-    return f"Skipped {len(problems)} damaged rows: " + "; ".join(f"`{p}`" for p in problems) + "."
+    here = f"{page.results_dir / page.r.slug}{os.sep}"
+    listed = "; ".join(f"`{p.removeprefix(here)}`" for p in problems)
+    rows = f"{len(problems)} damaged row{'s' if len(problems) > 1 else ''}"
+    return f"Left out of every table and figure, {rows}: {listed}."
 
 
 def figures_section(page: Page) -> str | None:

@@ -4,20 +4,23 @@ Each file's schema is a frozen dataclass (its fields are the columns, the proven
 fields last); the writer and every reader use it, so values are parsed into their
 types once, here. Rows are appended and pushed to disk one by one, so an interrupted
 sweep keeps every finished row and a rerun resumes where it stopped. A damaged row (cut
-short, a value that does not parse, bytes the csv module rejects) is reported with its file
-and line and skipped.
+short, a value that does not parse, a number that is not finite or is negative where it
+cannot be, bytes the csv module rejects) is reported with its file and line and skipped: never
+drawn, never tabled. A file that cannot be used at all (a folder in its place, unreadable,
+another schema) is a ResultsFileError that names it.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import os
 import sys
 import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from backends.environment import Provenance
 from harness.study import Shape
@@ -127,6 +130,10 @@ class E2ERow:
     weights: str
     provenance: Provenance
 
+    # Numbers that may be below zero (a floor measured above a fast backend's time); every
+    # other number of every row is a time, a count, a size, an error or a ratio, never negative.
+    SIGNED: ClassVar[tuple[str, ...]] = ("attention_gpu_share",)
+
     @property
     def measured(self) -> bool:
         return self.status == OK
@@ -167,6 +174,7 @@ class Table(Generic[R]):
         self.key_fields = key
         hints = typing.get_type_hints(row_type)
         self._types = {f.name: hints[f.name] for f in dataclasses.fields(row_type) if f.name != "provenance"}
+        self._signed = frozenset(getattr(row_type, "SIGNED", ()))
         self.columns = tuple(self._types) + PROVENANCE_COLUMNS
 
     def path(self, results_dir: Path, slug: str) -> Path:
@@ -178,22 +186,32 @@ class Table(Generic[R]):
     # -- reading ---------------------------------------------------------------------
     def read(self, path: Path) -> ReadResult[R]:
         """Every row of `path` that parses; damaged ones are listed in `problems`."""
+        self._check_file(path)
         if not path.exists() or path.stat().st_size == 0:
             return ReadResult([], [])
         rows: list[R] = []
         problems: list[str] = []
-        with _open_text(path) as f:
-            reader = csv.reader(f)
-            header = self._read_header(path, reader)
-            for fields in _records(reader, path, problems):
-                if not fields:
-                    continue
-                try:
-                    _check_text(fields)
-                    rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
-                except ValueError as err:
-                    problems.append(_skipped(path, reader.line_num, err))
+        try:
+            with _open_text(path) as f:
+                reader = csv.reader(f)
+                header = self._read_header(path, reader)
+                for fields in _records(reader, path, problems):
+                    if not fields:
+                        continue
+                    try:
+                        _check_text(fields)
+                        rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
+                    except ValueError as err:
+                        problems.append(_skipped(path, reader.line_num, err))
+        except OSError as err:
+            raise ResultsFileError(f"{path}: cannot read it ({err.strerror or err})") from None
         return ReadResult(rows, problems)
+
+    def _check_file(self, path: Path) -> None:
+        """ResultsFileError where something other than a file stands at `path` (a folder)."""
+        if path.is_dir():
+            raise ResultsFileError(f"{path} is a folder, not a {self.file_name} file: move it away (a GPU's "
+                                   "results are files in its folder)")
 
     def _read_header(self, path: Path, reader: typing.Iterator[list[str]]) -> list[str]:
         """The first row of `reader`, checked: ResultsFileError for a damaged header or the
@@ -221,13 +239,14 @@ class Table(Generic[R]):
     def _parse(self, raw: dict[str, str], count: int, expected: int) -> R:
         if count != expected:
             raise ValueError(f"{count} of {expected} fields")
-        values = {name: _parse_value(raw[name], kind, name) for name, kind in self._types.items()}
+        values = {name: _parse_value(raw[name], kind, name, name in self._signed) for name, kind in self._types.items()}
         provenance = Provenance(**{name: _parse_value(raw[name], str, name) for name in PROVENANCE_COLUMNS})
         return self.row_type(**values, provenance=provenance)
 
     # -- writing ---------------------------------------------------------------------
     def append(self, path: Path, row: R) -> None:
         """Append one row and push it to disk before returning."""
+        self._check_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists() or path.stat().st_size == 0
         if not new:
@@ -290,8 +309,9 @@ def _check_text(fields: list[str]) -> None:
                 raise ValueError(f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 
 
-def _parse_value(text: str, kind: object, name: str) -> object:
-    """One CSV cell as `kind` (str, int, float, bool, or one of them | None)."""
+def _parse_value(text: str, kind: object, name: str, signed: bool = False) -> object:
+    """One CSV cell as `kind` (str, int, float, bool, or one of them | None); a number must be
+    finite, and at least zero unless `signed`."""
     optional = False
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
@@ -306,12 +326,18 @@ def _parse_value(text: str, kind: object, name: str) -> object:
                 raise ValueError
             return text == "True"
         if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        return text
+            number: float = int(text)
+        elif kind is float:
+            number = float(text)
+        else:
+            return text
     except ValueError:
         raise ValueError(f"{name}={text!r} is not a {getattr(kind, '__name__', kind)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name}={text!r} is not a finite number")
+    if number < 0 and not signed:
+        raise ValueError(f"{name}={text!r} is negative")
+    return number
 
 
 def _format(value: object) -> str:
@@ -326,6 +352,7 @@ CORRECTNESS = Table(CorrectnessRow, "correctness.csv", ("backend", "dtype", "B",
 KERNELS = Table(KernelRow, "kernels.csv", ("backend", "dtype", "B", "H", "T"))
 E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "tokens"))
 STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
+TABLES = (CORRECTNESS, KERNELS, E2E, STAGES)  # every results file of a GPU's folder
 
 
 def read_reporting(table: Table[R], path: Path) -> list[R]:
