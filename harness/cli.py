@@ -583,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(sdpa-efficient in float32, sdpa-cudnn in bfloat16/float16) in the same "
                                    "rounds. Nothing goes to results/.")
     p.add_argument("variants", nargs="*", metavar="NAME=VERSION+PATCH",
-                   help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch; "
+                   help="e.g. v16p=v16+experiments/v16/v16_1_k_float2.patch+experiments/v16/v16_2_pipeline.patch; "
                         "none, with --against: those backends alone (a new version beside its parent)")
     p.add_argument("--against", type=arguments.text, default=None,
                    help="backends to compare with, comma-separated (default: the variants' versions; "

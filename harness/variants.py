@@ -25,7 +25,7 @@ from backends.registry import PROJECT_ROOT, CudaVersion
 
 VARIANTS_DIR = BUILD_ROOT / "variants"
 KERNEL_FILE = "attention.cu"
-SPEC_FORM = "NAME=VERSION+PATCH[+PATCH...], e.g. v16p=v16+experiments/v16_1_k_float2.patch"
+SPEC_FORM = "NAME=VERSION+PATCH[+PATCH...], e.g. v16p=v16+experiments/v16/v16_1_k_float2.patch"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # the suffix of a C++ namespace: flash_NAME
 
 

@@ -22,7 +22,7 @@ from harness.results import KERNELS, ResultsFileError
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "results"
 GPU = "fixture-gpu-a-synthetic-numbers"
-PATCH = "a=v16+experiments/v16_1_k_float2.patch"
+PATCH = "a=v16+experiments/v16/v16_1_k_float2.patch"
 
 
 @pytest.fixture(autouse=True)

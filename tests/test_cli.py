@@ -217,7 +217,7 @@ def test_compile_check_refuses_a_malformed_arch(capsys):
 @pytest.mark.parametrize("argv,arch,capability", [
     (["compile-check", "--arch", "sm_13"], "sm_13", "1.3"),
     (["compile-check", "--arch", "sm_75", "--arch", "sm_50"], "sm_50", "5.0"),
-    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16_1_k_float2.patch"], "sm_61", "6.1"),
+    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16/v16_1_k_float2.patch"], "sm_61", "6.1"),
 ], ids=["sm_13", "sm_50", "try"])
 def test_an_architecture_older_than_every_version_is_refused(capsys, monkeypatch, argv, arch, capability):
     """sm_13 exited 0 with every version skipped; the oldest the study builds for is 7.5."""
@@ -509,7 +509,7 @@ def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
 
 def test_try_and_call_refuse_without_a_gpu_saying_what_works(capsys, monkeypatch):
     monkeypatch.chdir(PROJECT_ROOT)
-    variant = "a=v16+experiments/v16_1_k_float2.patch"
+    variant = "a=v16+experiments/v16/v16_1_k_float2.patch"
     harness(["try", variant], capsys, "needs a GPU", "--compile-only works without one")
     harness(["try", variant, variant], capsys, "repeated: a")
     harness(["try", "--rounds", "0", variant], capsys, "--rounds must be at least 1")
