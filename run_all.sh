@@ -65,31 +65,37 @@ if ! command -v "$PYTHON" >/dev/null; then
   exit 2
 fi
 
-# Every row names the commit it was measured at (backends/environment.py: git's HEAD, with
-# '-dirty' when the tree differs from it, STUDY_COMMIT if set). A copy of the tree whose .git
-# is older than the files (a GPU machine that was sent the files, not the history) would
-# name the wrong commit: say so before anything is measured.
+# 1. A GPU first, before anything is installed (unless only the plots are redrawn), and a word
+# on the commit the rows will name. Every row names the commit it was measured at
+# (backends/environment.py: git's HEAD, with '-dirty' when the tree differs from it,
+# STUDY_COMMIT if set); a copy of the tree whose .git is older than the files (a GPU machine
+# that was sent the files, not the history) would name the wrong commit: say so before anything
+# is measured. One interpreter asks both (each start imports torch: seconds on a small
+# machine); it prints the warning (or an empty line), then why there is no GPU (empty when
+# torch sees one; "no torch" when torch does not import).
 if [[ $plots_only -eq 0 ]]; then
-  warning=$("$PYTHON" -c '
-from backends.environment import git_commit, stale_commit_warning
-print(stale_commit_warning(git_commit()) or "")' 2>/dev/null || true)
-  if [[ -n "$warning" ]]; then
-    echo "run_all.sh: $warning" >&2
-  fi
-fi
-
-# 1. A GPU first, before anything is installed (unless only the plots are redrawn).
-if [[ $plots_only -eq 0 ]]; then
-  # Prints why there is no GPU (empty when torch sees one); "no torch" when torch does not import.
-  why=$("$PYTHON" -c "
+  preflight=$("$PYTHON" - 2>/dev/null <<'PY' || printf '\nno torch'
 try:
     import torch
 except ImportError:
-    print('no torch')
-else:
-    if not torch.cuda.is_available():
-        print(f'no CUDA device is available to torch ({torch.__version__}, CUDA {torch.version.cuda})')
-" 2>/dev/null || echo "no torch")
+    print()
+    print("no torch")
+    raise SystemExit(0)
+try:
+    from backends.environment import git_commit, stale_commit_warning
+    print(stale_commit_warning(git_commit()) or "")
+except Exception:  # no word on the commit rather than no sweep
+    print()
+if not torch.cuda.is_available():
+    print(f"no CUDA device is available to torch ({torch.__version__}, CUDA {torch.version.cuda})")
+PY
+)
+  warning=${preflight%%$'\n'*}
+  why=""
+  [[ "$preflight" == *$'\n'* ]] && why=${preflight#*$'\n'}
+  if [[ -n "$warning" ]]; then
+    echo "run_all.sh: $warning" >&2
+  fi
   if [[ "$why" == "no torch" ]]; then
     nvidia-smi -L 2>/dev/null | grep -q "GPU" && why="" || why="no CUDA device is available (nvidia-smi lists none)"
   fi
@@ -134,8 +140,13 @@ export PYTHONUNBUFFERED=1
 
 # Unknown backend or dtype names, and a GPU's own folder as --results-dir, are refused before
 # anything runs (--plots-only uses no names, but a name it would ignore is still a mistake).
-# Exit status 2, or 130 on Ctrl-C.
-"$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" <<'PY'
+# Exit status 2, or 130 on Ctrl-C. Asked of Python (which imports torch, seconds) only where
+# there is something to check: names given, or a results folder that holds CSVs itself.
+check_arguments=0
+[[ -n "$backends" || "$dtypes" != all ]] && check_arguments=1
+[[ ${#results[@]} -gt 0 ]] && compgen -G "${results[1]}/*.csv" >/dev/null && check_arguments=1
+if [[ $check_arguments -eq 1 ]]; then
+  "$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" <<'PY'
 import sys
 from pathlib import Path
 try:
@@ -164,6 +175,7 @@ try:
 except KeyboardInterrupt:
     sys.exit(130)
 PY
+fi
 
 # 3. The stages, each timed; the times are printed at the end, also after a failure.
 stage_names=() stage_seconds=() stage_status=() sweep_start=$SECONDS

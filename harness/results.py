@@ -15,12 +15,13 @@ import csv
 import dataclasses
 import math
 import os
+import re
 import sys
 import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Generic, TypeVar
+from typing import Callable, ClassVar, Generic, TypeVar
 
 from backends.environment import Provenance
 from harness.study import Shape
@@ -174,7 +175,10 @@ class Table(Generic[R]):
         self.key_fields = key
         hints = typing.get_type_hints(row_type)
         self._types = {f.name: hints[f.name] for f in dataclasses.fields(row_type) if f.name != "provenance"}
-        self._signed = frozenset(getattr(row_type, "SIGNED", ()))
+        signed = frozenset(getattr(row_type, "SIGNED", ()))
+        # One parser per column, made once: a results file has tens of thousands of cells.
+        self._parsers = {name: _cell_parser(kind, name, name in signed) for name, kind in self._types.items()}
+        self._provenance_parsers = {name: _cell_parser(str, name) for name in PROVENANCE_COLUMNS}
         self.columns = tuple(self._types) + PROVENANCE_COLUMNS
 
     def path(self, results_dir: Path, slug: str) -> Path:
@@ -239,8 +243,8 @@ class Table(Generic[R]):
     def _parse(self, raw: dict[str, str], count: int, expected: int) -> R:
         if count != expected:
             raise ValueError(f"{count} of {expected} fields")
-        values = {name: _parse_value(raw[name], kind, name, name in self._signed) for name, kind in self._types.items()}
-        provenance = Provenance(**{name: _parse_value(raw[name], str, name) for name in PROVENANCE_COLUMNS})
+        values = {name: parse(raw[name]) for name, parse in self._parsers.items()}
+        provenance = Provenance(**{name: parse(raw[name]) for name, parse in self._provenance_parsers.items()})
         return self.row_type(**values, provenance=provenance)
 
     # -- writing ---------------------------------------------------------------------
@@ -297,47 +301,54 @@ def _open_text(path: Path) -> typing.TextIO:
     return path.open(newline="", encoding="utf-8", errors="surrogateescape")
 
 
+_NOT_WRITTEN = re.compile("[\0\udc80-\udcff]")  # bytes the writer never writes (_check_text)
+
+
 def _check_text(fields: list[str]) -> None:
     """ValueError naming the first byte of `fields` the writer never writes: one that was not
     UTF-8 (see _open_text), or a NUL (the zeros a crash or a bad copy can leave in a file;
     csv reads it as text from Python 3.11 on, where before it raised csv.Error)."""
-    for field in fields:
-        for char in field:
-            if char == "\0":
-                raise ValueError("a NUL byte")
-            if "\udc80" <= char <= "\udcff":
-                raise ValueError(f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
+    found = _NOT_WRITTEN.search("".join(fields))
+    if found:
+        char = found.group()
+        raise ValueError("a NUL byte" if char == "\0" else f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 
 
-def _parse_value(text: str, kind: object, name: str, signed: bool = False) -> object:
-    """One CSV cell as `kind` (str, int, float, bool, or one of them | None); a number must be
-    finite, and at least zero unless `signed`."""
+def _cell_parser(kind: object, name: str, signed: bool = False) -> Callable[[str], object]:
+    """The parser of column `name`: a CSV cell as `kind` (str, int, float, bool, or one of them |
+    None), ValueError otherwise; a number must be finite, and at least zero unless `signed`."""
     optional = False
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         optional, kind = True, args[0]
-    if text == "":
-        if optional:
-            return None
-        raise ValueError(f"{name} is empty")
-    try:
-        if kind is bool:
-            if text not in ("True", "False"):
-                raise ValueError
-            return text == "True"
-        if kind is int:
-            number: float = int(text)
-        elif kind is float:
-            number = float(text)
-        else:
+    convert = {bool: _boolean, int: int, float: float}.get(kind)  # type: ignore[call-overload]
+    kind_name = getattr(kind, "__name__", kind)
+
+    def parse(text: str) -> object:
+        if text == "":
+            if optional:
+                return None
+            raise ValueError(f"{name} is empty")
+        if convert is None:
             return text
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a {getattr(kind, '__name__', kind)}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name}={text!r} is not a finite number")
-    if number < 0 and not signed:
-        raise ValueError(f"{name}={text!r} is negative")
-    return number
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} is not a {kind_name}") from None
+        if convert is not _boolean:
+            if not math.isfinite(value):
+                raise ValueError(f"{name}={text!r} is not a finite number")
+            if value < 0 and not signed:
+                raise ValueError(f"{name}={text!r} is negative")
+        return value
+
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    if text not in ("True", "False"):
+        raise ValueError(text)
+    return text == "True"
 
 
 def _format(value: object) -> str:

@@ -413,6 +413,38 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=PROJECT_ROOT, env=env or ENV, capture_output=True, text=True, timeout=300)
 
 
+RUN_ALL_ENV = {**ENV, "PYTHON": sys.executable}
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory):
+    """Commands that only read and refuse, started together in the background: each spends its
+    seconds importing torch, which the cores do side by side. started(name) waits for one and
+    returns it as subprocess.run would; any a test did not take (-k) is killed at the end."""
+    empty = tmp_path_factory.mktemp("run-all")
+    commands = {
+        "harness bench-kernels": ([sys.executable, "-m", "harness", "bench-kernels"], ENV),
+        "run_all": (["bash", "run_all.sh"], RUN_ALL_ENV),
+        "run_all 0123456789ab-dirty": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab-dirty"}),
+        "run_all 0123456789ab": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab"}),
+        "run_all unknown backend": (["bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir",
+                                     str(empty), "--plots-dir", str(empty)], RUN_ALL_ENV),
+    }
+    processes = {name: subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True) for name, (args, env) in commands.items()}
+
+    def finished(name: str) -> subprocess.CompletedProcess:
+        proc = processes[name]
+        out, err = proc.communicate(timeout=300)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    yield finished
+    for proc in processes.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
     proc = run(sys.executable, "-m", "gpt2", "--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12",
                "--repeats", "2", "--json")
@@ -430,14 +462,14 @@ def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
     assert result["provenance"]["torch"] == torch.__version__
 
 
-def test_harness_entry_point():
-    proc = run(sys.executable, "-m", "harness", "bench-kernels")
+def test_harness_entry_point(started):
+    proc = started("harness bench-kernels")
     assert proc.returncode == 2 and "no CUDA device is available" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_run_all_checks_for_a_gpu_before_anything_else():
-    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable})
+def test_run_all_checks_for_a_gpu_before_anything_else(started):
+    proc = started("run_all")
     assert proc.returncode == 2, proc.stderr
     assert "no CUDA device is available" in proc.stderr and "--plots-only" in proc.stderr
     assert "installing" not in proc.stdout
@@ -462,10 +494,9 @@ def test_run_all_rejects_unknown_option():
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
 
 
-def test_run_all_refuses_an_unknown_backend_before_anything_runs(tmp_path):
+def test_run_all_refuses_an_unknown_backend_before_anything_runs(started):
     """--plots-only used to ignore --backends v99 and draw."""
-    proc = run("bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir", str(tmp_path),
-               "--plots-dir", str(tmp_path), env={**ENV, "PYTHON": sys.executable})
+    proc = started("run_all unknown backend")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("run_all.sh: --backends: unknown backend 'v99'; valid backends: naive,"), proc.stderr
     assert "==" not in proc.stdout, "no stage may run"
@@ -524,11 +555,11 @@ def test_bench_kernels_refuses_fewer_than_one_round_before_looking_for_a_gpu(cap
 
 
 @pytest.mark.parametrize("commit, warned", [("0123456789ab-dirty", True), ("0123456789ab", False)])
-def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned):
+def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned, started):
     """A GPU machine sent the files but an old .git names the wrong commit with '-dirty';
     run_all.sh says so (and how to name the right one) before its GPU check, as `try` does
     in its log (backends.environment.stale_commit_warning)."""
-    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable, "STUDY_COMMIT": commit})
+    proc = started(f"run_all {commit}")
     said = f"run_all.sh: the tree differs from commit 0123456789ab, so what is measured will name {commit}"
     assert (said in proc.stderr) == warned, proc.stderr
     assert ("STUDY_COMMIT=<the commit this tree is>" in proc.stderr) == warned, proc.stderr

@@ -73,6 +73,14 @@ def quick_sweep(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def gpus() -> list:
+    """Both fixture GPUs' results, loaded once (GPU A first)."""
+    found = load_all(RESULTS)
+    assert found[0].slug == GPU_A
+    return found
+
+
+@pytest.fixture(scope="module")
 def f32_results(tmp_path_factory) -> Path:
     return float32_only(tmp_path_factory.mktemp("float32-only"))
 
@@ -86,10 +94,10 @@ def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
         assert filecmp.cmp(path, committed, shallow=False), f"{committed} is stale: run {FIXTURES}/make_fixtures.py"
 
 
-def test_fixtures_have_every_dtype_of_every_backend():
+def test_fixtures_have_every_dtype_of_every_backend(gpus):
     """Every row the prefill benchmarks measure, in every dtype: measured where it accepts the
     dtype, refused elsewhere."""
-    r = load(GPU_A, RESULTS)
+    r = gpus[0]
     for backend in map(registry.get, prefill_backends()):
         for dtype in precision.EVERY:
             measured = r.kernel(backend.name, HEADLINE_SHAPES[0], dtype) is not None
@@ -115,9 +123,8 @@ def _outside(fig) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def drawn() -> dict[str, object]:
+def drawn(gpus) -> dict[str, object]:
     """GPU A's figures and the comparison, from the full fixtures, laid out as when saved."""
-    gpus = load_all(RESULTS)
     figures = {name: fig for name, draw in FIGURES.items() if (fig := draw(gpus[0])) is not None}
     figures[GPU_COMPARISON] = gpu_comparison(gpus)
     for fig in figures.values():
@@ -179,7 +186,7 @@ def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
     assert not labels & set(FULL_TRACK.versions)
 
 
-def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn):
+def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn, gpus):
     """A progression kernel panel spans its versions and PyTorch's fastest kernel: in the
     fixtures half-precision naive at B=8 T=4096 is 20x cuDNN, so it gets no line, but a label
     at the panel's top edge with its time, and the scale stops well below it."""
@@ -187,7 +194,7 @@ def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_t
     shape = max(HEADLINE_SHAPES, key=lambda s: s.B * s.T)
     title = f"half precision ({BFLOAT16}): kernel, {shape.label()}"
     ax = next(ax for ax in fig.axes if ax.get_title(loc="left") == title)
-    naive = load_all(RESULTS)[0].kernel("naive", shape, BFLOAT16).us_device_median
+    naive = gpus[0].kernel("naive", shape, BFLOAT16).us_device_median
     reference = registry.kernel_reference(BFLOAT16)
     texts = [t.get_text() for t in ax.texts]
     assert any(t.startswith("naive ↑ ") and t.endswith(" µs") for t in texts), texts
@@ -211,8 +218,8 @@ def test_name_ranges_join_consecutive_versions_of_a_track():
 
 
 # -- tables ----------------------------------------------------------------------------------
-def test_tables_come_from_the_csv():
-    r = load(GPU_A, RESULTS)
+def test_tables_come_from_the_csv(gpus):
+    r = gpus[0]
     section = page(r)
     naive = r.end_to_end("naive", HEADLINE_TOKENS, FLOAT32)
     assert f"| `naive` | {naive.seconds_gpu_median:.3f} | {naive.seconds_gpu_min:.3f}–" \
@@ -231,7 +238,7 @@ def test_tables_come_from_the_csv():
     ("eager_runs", "eager", "eager min–max", ("eager: 2 runs from Python", "eager: 1 run from Python")),
     ("replays", "gpu", "GPU min–max", ("GPU time: median of 2 replays", "GPU time: 1 replay of")),
 ])
-def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
+def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said, gpus):
     """The fixtures have two eager runs and two timed replays per row (a spread to show); a
     sweep with one of either has no min–max column for it."""
     results = subset(tmp_path, lambda *_: True)
@@ -247,7 +254,7 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
         writer.writeheader()
         writer.writerows(rows)
 
-    two = e2e_table(load(GPU_A, RESULTS), FLOAT32)
+    two = e2e_table(gpus[0], FLOAT32)
     one = e2e_table(load(GPU_A, results), FLOAT32)
     assert f"| {column} |" in two and said[0] in two
     assert column not in one and said[1] in one
@@ -255,8 +262,8 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
     assert header.count("|") == rule.count("|") == first.count("|"), "every row has the header's columns"
 
 
-def test_each_precision_has_its_own_section_reference_and_peak():
-    section = page(load(GPU_A, RESULTS))
+def test_each_precision_has_its_own_section_reference_and_peak(gpus):
+    section = page(gpus[0])
     float32, half = section.split("## Half precision: bfloat16")
     assert "## float32" in float32 and "| `v11` |" in float32 and "of float32 FMA peak" in float32
     assert "`sdpa-cudnn` |" in half and "of bfloat16 tensor peak" in half
@@ -274,23 +281,22 @@ def test_float32_only_results_have_no_half_precision_section(f32_results):
     assert "## float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
 
 
-def test_sweep_wall_time_comes_from_stages_csv():
+def test_sweep_wall_time_comes_from_stages_csv(gpus):
     """Each run at the results' commit is a row, stage by stage; a run at another commit is
     not shown, and a GPU without stages.csv has no such table."""
-    section = page(load(GPU_A, RESULTS))
+    section = page(gpus[0])
     assert "| run (UTC) | mode | backends | dtypes | build | correctness gate | kernel benchmark | end-to-end | " \
            "total | stages that failed |" in section
     assert "| 2026-01-01 00:00:00 | full | `all` | `all` | 41 | 65 | – | – | 106 | – |" in section
     assert "| 2026-01-01 01:00:00 | full | `all` | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
     assert "2026-01-02" not in section and "| 99 |" not in section
-    commit = load(GPU_A, RESULTS).stages[0].provenance.commit
+    commit = gpus[0].stages[0].provenance.commit
     assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
     other = page(load("fixture-gpu-b-synthetic-numbers", RESULTS))
     assert "Sweep wall time" not in other
 
 
-def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
-    gpus = load_all(RESULTS)
+def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype(gpus):
     table = cross_gpu_table(gpus)
     header = table.splitlines()[2]
     for r in gpus:
@@ -304,8 +310,8 @@ def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
     assert "The float16 rows are on each GPU's page." in table
 
 
-def test_version_notes_show_every_note_shape_and_the_ratio():
-    r = load(GPU_A, RESULTS)
+def test_version_notes_show_every_note_shape_and_the_ratio(gpus):
+    r = gpus[0]
     text = version_section(r, registry.get("v11"))
     for shape in VERSION_NOTE_SHAPES:
         assert f"kernel device µs, {shape.label()}" in text
@@ -317,10 +323,10 @@ def test_version_notes_show_every_note_shape_and_the_ratio():
         in text
 
 
-def test_a_half_version_is_read_against_its_parent_in_its_own_dtype():
+def test_a_half_version_is_read_against_its_parent_in_its_own_dtype(gpus):
     """h06's parent is h04 (not h05), compared in bfloat16 against sdpa-cudnn; h01's parent is
     the float32 v17, and its block says so."""
-    r = load(GPU_A, RESULTS)
+    r = gpus[0]
     later = next(v for v in HALF_TRACK.versions if registry.get(v).parent not in (None, *FULL_TRACK.versions)
                  and registry.names().index(registry.get(v).parent) != registry.names().index(v) - 1)
     parent = registry.get(later).parent
@@ -341,8 +347,8 @@ def test_a_version_without_rows_is_not_measured(f32_results):
 
 
 # -- the README ------------------------------------------------------------------------------
-def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results):
-    full = headline(load_all(RESULTS))
+def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results, gpus):
+    full = headline(gpus)
     last_full, last_half = FULL_TRACK.versions[-1], HALF_TRACK.versions[-1]
     assert f"PyTorch's fastest in `{last_half}`'s run, bfloat16" in full
     assert f"PyTorch's fastest in `{last_full}`'s run, float32" in full
@@ -431,25 +437,23 @@ def test_old_schema_gives_a_message_naming_the_file(tmp_path, capsys):
     assert str(folder / "kernels.csv") in err and "Traceback" not in err
 
 
-def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch):
+def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch, gpus):
     """The file names (the figures themselves are drawn by the tests above)."""
     from harness import plots
 
     monkeypatch.setattr(plots, "save", lambda fig, path: path)
     monkeypatch.setattr(plots, "FIGURES", {name: lambda r: object() for name in FIGURES})
     monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: object())
-    gpus = load_all(RESULTS)
     written = plot_all(gpus, tmp_path)
     assert set(written) == {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
 
 
-def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path):
+def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path, drawn):
     """A version added after a GPU's last sweep leaves an empty column in the headline and
     progression figures: their footers say which versions, and say nothing when all were measured."""
     last = FULL_TRACK.versions[-1]
     unmeasured = load_all(subset(tmp_path, lambda _, row: row.get("backend") != last))[0]
-    complete = load_all(RESULTS)[0]
     for name in (HEADLINE_FIGURE, "progression.png"):
         footer = " ".join(t.get_text() for t in FIGURES[name](unmeasured).texts)
         assert f"Not measured on this GPU: {last}." in footer, (name, footer)
-        assert "Not measured on this GPU" not in " ".join(t.get_text() for t in FIGURES[name](complete).texts), name
+        assert "Not measured on this GPU" not in " ".join(t.get_text() for t in drawn[name].texts), name
