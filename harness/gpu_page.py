@@ -22,7 +22,7 @@ from harness.bench_e2e import LOGITS_FACTOR
 from harness.markdown import (DASH, Footnotes, count_range, link, num, percent, seconds, span, table, us,
                               yes_no)
 from harness.plots import FIGURES, HEADLINE_FIGURE
-from harness.reference_text import RATIO_COLUMN, REFERENCE_COLUMN, ratio_cells, ratio_rule, unpaired
+from harness.reference_text import RATIO_COLUMN, REFERENCE_COLUMN, footnotes, ratio_cells, ratio_rule, unpaired
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, Shape
 from harness.tables import GpuResults, Track, dtype_rank, name_ranges, tracks
@@ -50,7 +50,7 @@ def shown_tracks(r: GpuResults) -> list[tuple[Track, list[str]]]:
 
 
 def _with_notes(text: str, notes: Footnotes) -> str:
-    return text + (f"\n\n{notes.text()}" if notes.text() else "")
+    return text + (f"\n\n{footnotes(notes)}" if footnotes(notes) else "")
 
 
 # -- end to end ------------------------------------------------------------------------------

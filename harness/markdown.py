@@ -74,7 +74,7 @@ def link(target: Path, page: Path) -> str:
 
 class Footnotes:
     """Notes marked ¹, ², ... in the order a table first uses them; the same text keeps its
-    mark. `text()` is the list to print under the table ('' when none was used)."""
+    mark. `text(lead)` is the paragraph to print under the table ('' when none was used)."""
 
     def __init__(self) -> None:
         self._notes: list[str] = []
@@ -88,5 +88,9 @@ class Footnotes:
         index = self._notes.index(note)
         return SUPERSCRIPTS[index] if index < len(SUPERSCRIPTS) else f"[{index + 1}]"
 
-    def text(self) -> str:
-        return "\n\n".join(f"{self.mark(note)} {note}" for note in self._notes)
+    def text(self, lead: str = "") -> str:
+        """'<lead> ¹ first; ² second.' in one paragraph, or '' where no note was used."""
+        if not self._notes:
+            return ""
+        listed = "; ".join(f"{self.mark(note)} {note}" for note in self._notes)
+        return f"{lead} {listed}." if lead else f"{listed}."

@@ -29,11 +29,20 @@ def ratio_rule(what: str = "time", at: str = "shape") -> str:
             f"it: below 1 is faster")
 
 
+MISSING_LEAD = "Marked: the fastest of the PyTorch kernels that run timed there, which were not all of them:"
+
+
 def missing_note(reference: Reference) -> str | None:
-    """The footnote of a reference whose run timed only some of PyTorch's kernels."""
+    """The footnote of a reference whose run timed only some of PyTorch's kernels ('not
+    `naive` or `sdpa-math`'), under MISSING_LEAD."""
     if not reference.missing:
         return None
-    return f"That run did not time {_or(reference.missing)} there: the fastest of PyTorch's kernels it timed."
+    return f"not {_or(reference.missing)}"
+
+
+def footnotes(notes: Footnotes) -> str:
+    """The paragraph under a table whose references have footnotes ('' where none has)."""
+    return notes.text(MISSING_LEAD)
 
 
 def reference_cell(reference: Reference | None, notes: Footnotes) -> str:

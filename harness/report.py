@@ -24,7 +24,7 @@ from harness.files import write_atomically
 from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, shown_tracks
 from harness.markdown import DASH, Footnotes, link, num, replace_block, seconds, table, us
 from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE
-from harness.reference_text import reference_cell
+from harness.reference_text import footnotes, reference_cell
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS
 from harness.tables import (GpuResults, Reference, Track, backend_rank, dtype_rank, name_ranges, prefill_backends,
@@ -163,7 +163,7 @@ def headline_block(ctx: Context) -> str:
               f"GPT-2 generation; in parentheses, the time over that of the fastest of PyTorch's kernels measured in "
               f"the same run at that shape, named: below 1× is faster.",
               table(["", *(label for label, _ in _measures())], rows)]
-    parts += [notes.text()] if notes.text() else []
+    parts += [footnotes(notes)] if footnotes(notes) else []
     parts.append(faster_than_last(r))
     return "\n\n".join(parts)
 
@@ -244,7 +244,7 @@ def results_block(ctx: Context) -> str:
              f"Each track's last step on each GPU; in parentheses, the time over that of the fastest of PyTorch's "
              f"kernels measured in the same run at that shape, named: below 1× is faster.",
              table(["GPU", "dtype", "last step", *(label for label, _ in _measures())], body)]
-    parts += [notes.text()] if notes.text() else []
+    parts += [footnotes(notes)] if footnotes(notes) else []
     return "\n\n".join(parts)
 
 

@@ -10,7 +10,7 @@ from typing import Callable
 from backends import precision, registry
 from backends.registry import CudaVersion
 from harness.markdown import DASH, Footnotes, and_list, num, table
-from harness.reference_text import ratio_cells
+from harness.reference_text import footnotes, ratio_cells
 from harness.results import E2ERow, KernelRow, Provenance
 from harness.study import HEADLINE_TOKENS, VERSION_NOTE_SHAPES
 from harness.tables import GpuResults, dtype_rank, registry_row, stored_ratio
@@ -98,5 +98,5 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
     if unchanged:
         missing += (f"\n\nThe change is {DASH} for {and_list(unchanged)}: the run that measured `{version.name}`'s "
                     f"did not measure `{parent}`, whose column shows its latest row.")
-    footnotes = f"\n\n{notes.text()}" if notes.text() else ""
-    return intro + ":\n\n" + table(header, rows) + missing + footnotes
+    marked = f"\n\n{footnotes(notes)}" if footnotes(notes) else ""
+    return intro + ":\n\n" + table(header, rows) + missing + marked
