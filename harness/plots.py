@@ -879,7 +879,8 @@ def headline(r: GpuResults) -> Figure | None:
     room = _end_label_room(labels, AXIS_PT)
     widths = [max(1.6, 0.22 * len(t.versions) + 0.4) for t in shown]
     unmeasured = [v for t in shown for v in t.versions if not any(r.kernel(v, s, t.dtype) for s in HEADLINE_SHAPES)]
-    frame = _frame(title=f"Each step's kernel time over PyTorch's fastest kernel of its precision, same run — {r.gpu}",
+    title = f"Each step's kernel time over PyTorch's fastest kernel of its precision, same run — {r.gpu}"
+    frame = _frame(title=title,
                    notes=[f"Device time per call (median of CUDA-graph replays) over that of the fastest of PyTorch's "
                           f"kernels ({', '.join(tables.baselines())}) measured in the same run at that shape, "
                           f"H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below 1: faster than PyTorch. A "
