@@ -2,8 +2,9 @@
 # The whole study on this machine's GPU:
 #   build -> correctness gates -> kernel benchmark -> decode benchmark -> end-to-end sweep -> plots -> report
 # Results go to <results-dir>/<gpu>/ (appended row by row; a rerun resumes where it
-# stopped), plots to <plots-dir>/<gpu>/. The README tables are rewritten only from the
-# committed results/ folder; any other --results-dir gets <results-dir>/report.md.
+# stopped), plots to <plots-dir>/<gpu>/. The README tables and the GPUs' pages
+# (results/<gpu>/README.md) are rewritten only from the committed results/ folder; any other
+# --results-dir gets <results-dir>/report.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,7 +12,9 @@ usage() {
   cat <<'USAGE'
 Usage: ./run_all.sh [options]
 
-  --quick             a few shapes and token counts (under 3 minutes on an H100)
+  --quick             a few shapes and token counts, no flex-attention; measured once from cold
+                      on an H200: 5.7 minutes (build 67 s, gate 12, kernels about 175, end to
+                      end 73, plots and report 13); each run's stage times go to stages.csv
   --backends LIST     only these backends, e.g. naive,sdpa-efficient,v10,v11 (default: all;
                       with --quick, all but those the registry leaves out of a quick sweep)
   --dtypes LIST       only these dtypes, e.g. float32 or bfloat16,float16 (default: all three;
@@ -31,20 +34,23 @@ USAGE
 
 original_args=("$@")  # for the line that says how to resume
 quick=() backends="" dtypes=all plots_only=0 fresh=() results=() plots=() model=()
+# An option's value: the next argument, or what follows '=' (--dtypes=float32); an empty one
+# is refused (an empty --backends is not 'all', an empty folder not the current one).
 need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
+value_after_equals() { need_value "${1%%=*}" "${1#*=}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --backends) need_value "$@"; backends="$2"; shift ;;
-    --backends=*) backends="${1#*=}" ;;
+    --backends=*) value_after_equals "$1"; backends="${1#*=}" ;;
     --dtypes) need_value "$@"; dtypes="$2"; shift ;;
-    --dtypes=*) dtypes="${1#*=}" ;;
+    --dtypes=*) value_after_equals "$1"; dtypes="${1#*=}" ;;
     --results-dir) need_value "$@"; results=(--results-dir "$2"); shift ;;
-    --results-dir=*) results=(--results-dir "${1#*=}") ;;
+    --results-dir=*) value_after_equals "$1"; results=(--results-dir "${1#*=}") ;;
     --plots-dir) need_value "$@"; plots=(--plots-dir "$2"); shift ;;
-    --plots-dir=*) plots=(--plots-dir "${1#*=}") ;;
+    --plots-dir=*) value_after_equals "$1"; plots=(--plots-dir "${1#*=}") ;;
     --model-dir) need_value "$@"; model=(--model-dir "$2"); shift ;;
-    --model-dir=*) model=(--model-dir "${1#*=}") ;;
+    --model-dir=*) value_after_equals "$1"; model=(--model-dir "${1#*=}") ;;
     --plots-only) plots_only=1 ;;
     --fresh) fresh=(--fresh) ;;
     -h|--help) usage; exit 0 ;;
@@ -59,31 +65,37 @@ if ! command -v "$PYTHON" >/dev/null; then
   exit 2
 fi
 
-# Every row names the commit it was measured at (backends/environment.py: git's HEAD, with
-# '-dirty' when the tree differs from it, STUDY_COMMIT if set). A copy of the tree whose .git
-# is older than the files (a GPU machine that was sent the files, not the history) would
-# name the wrong commit: say so before anything is measured.
+# 1. A GPU first, before anything is installed (unless only the plots are redrawn), and a word
+# on the commit the rows will name. Every row names the commit it was measured at
+# (backends/environment.py: git's HEAD, with '-dirty' when the tree differs from it,
+# STUDY_COMMIT if set); a copy of the tree whose .git is older than the files (a GPU machine
+# that was sent the files, not the history) would name the wrong commit: say so before anything
+# is measured. One interpreter asks both (each start imports torch: seconds on a small
+# machine); it prints the warning (or an empty line), then why there is no GPU (empty when
+# torch sees one; "no torch" when torch does not import).
 if [[ $plots_only -eq 0 ]]; then
-  warning=$("$PYTHON" -c '
-from backends.environment import git_commit, stale_commit_warning
-print(stale_commit_warning(git_commit()) or "")' 2>/dev/null || true)
-  if [[ -n "$warning" ]]; then
-    echo "run_all.sh: $warning" >&2
-  fi
-fi
-
-# 1. A GPU first, before anything is installed (unless only the plots are redrawn).
-if [[ $plots_only -eq 0 ]]; then
-  # Prints why there is no GPU (empty when torch sees one); "no torch" when torch does not import.
-  why=$("$PYTHON" -c "
+  preflight=$("$PYTHON" - 2>/dev/null <<'PY' || printf '\nno torch'
 try:
     import torch
 except ImportError:
-    print('no torch')
-else:
-    if not torch.cuda.is_available():
-        print(f'no CUDA device is available to torch ({torch.__version__}, CUDA {torch.version.cuda})')
-" 2>/dev/null || echo "no torch")
+    print()
+    print("no torch")
+    raise SystemExit(0)
+try:
+    from backends.environment import git_commit, stale_commit_warning
+    print(stale_commit_warning(git_commit()) or "")
+except Exception:  # no word on the commit rather than no sweep
+    print()
+if not torch.cuda.is_available():
+    print(f"no CUDA device is available to torch ({torch.__version__}, CUDA {torch.version.cuda})")
+PY
+)
+  warning=${preflight%%$'\n'*}
+  why=""
+  [[ "$preflight" == *$'\n'* ]] && why=${preflight#*$'\n'}
+  if [[ -n "$warning" ]]; then
+    echo "run_all.sh: $warning" >&2
+  fi
   if [[ "$why" == "no torch" ]]; then
     nvidia-smi -L 2>/dev/null | grep -q "GPU" && why="" || why="no CUDA device is available (nvidia-smi lists none)"
   fi
@@ -126,18 +138,40 @@ fi
 export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
-# Unknown backend names are refused before anything runs (--plots-only uses none, but a
-# name it would ignore is still a mistake). Exit status 2, or 130 on Ctrl-C.
-if [[ -n "$backends" ]]; then
-  "$PYTHON" - "$backends" <<'PY'
+# Unknown backend or dtype names, and a GPU's own folder as --results-dir, are refused before
+# anything runs (--plots-only uses no names, but a name it would ignore is still a mistake).
+# Exit status 2, or 130 on Ctrl-C. Asked of Python (which imports torch, seconds) only where
+# there is something to check: names given, or a results folder that holds CSVs itself.
+check_arguments=0
+[[ -n "$backends" || "$dtypes" != all ]] && check_arguments=1
+[[ ${#results[@]} -gt 0 ]] && compgen -G "${results[1]}/*.csv" >/dev/null && check_arguments=1
+if [[ $check_arguments -eq 1 ]]; then
+  "$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" <<'PY'
 import sys
+from pathlib import Path
 try:
-    from backends import registry
+    from backends import precision, registry
+    from harness.cli import CommandError, not_a_gpu_folder
+
+    backends, dtypes, results = sys.argv[1:4]
+    problems = []
     try:
-        registry.select(sys.argv[1])
+        if backends:
+            registry.select(backends)
     except registry.UnknownBackendError as err:
-        print(f"run_all.sh: --backends: {err}", file=sys.stderr)
-        sys.exit(2)
+        problems.append(f"--backends: {err}")
+    try:
+        precision.select(dtypes)
+    except precision.UnknownDtypeError as err:
+        problems.append(f"--dtypes: {err}")
+    try:
+        if results:
+            not_a_gpu_folder(Path(results))
+    except CommandError as err:
+        problems.append(str(err))
+    for problem in problems:
+        print(f"run_all.sh: {problem}", file=sys.stderr)
+    sys.exit(2 if problems else 0)
 except KeyboardInterrupt:
     sys.exit(130)
 PY

@@ -38,10 +38,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def select(spec: str | None) -> list[str]:
     """Dtypes named in a comma-separated list ('float32,bfloat16'), or all of them for None/'all',
-    in the study's order."""
-    if spec is None or spec.strip() in ("", "all"):
+    in the study's order; a list that names none ('') is refused, not taken for all."""
+    if spec is None or spec.strip() == "all":
         return list(EVERY)
     names = [part.strip() for part in spec.split(",") if part.strip()]
+    if not names:  # '' or ',': never 'every dtype'
+        raise UnknownDtypeError(f"{spec!r} names no dtype: give comma-separated names among {', '.join(EVERY)}, or "
+                                "'all'")
     for name in names:
         torch_dtype(name)
     return [name for name in EVERY if name in names]

@@ -795,12 +795,16 @@ def baseline_names() -> list[str]:
 
 def select(spec: str | None) -> list[Backend]:
     """Backends named in a comma-separated list ("naive,v05"), all of them for None/"all", or
-    for "quick" all but those whose row says why a quick sweep leaves them out."""
-    if spec is None or spec.strip() in ("", "all"):
+    for "quick" all but those whose row says why a quick sweep leaves them out; a list that
+    names none ('') is refused (UnknownBackendError), not taken for all."""
+    if spec is None or spec.strip() == "all":
         return list(BACKENDS)
     if spec.strip() == "quick":
         return [b for b in BACKENDS if b.quick is None]
-    return [get(part.strip()) for part in spec.split(",") if part.strip()]
+    named = [get(part.strip()) for part in spec.split(",") if part.strip()]
+    if not named:  # '' or ',': never 'every backend'
+        raise UnknownBackendError(f"{spec!r} names no backend: give comma-separated names, 'all' or 'quick'")
+    return named
 
 
 def with_required(backends: Iterable[Backend], required: str) -> list[Backend]:

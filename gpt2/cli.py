@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from backends import registry
+from backends import arguments, registry
 from backends.environment import Provenance, collect
 from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.precision import EVERY, FLOAT32, torch_dtype
@@ -21,6 +21,9 @@ from gpt2.prompts import STUDY_PROMPT_TOKENS, study_prompts
 from gpt2.timing import GenerationPlan, Spread, time_eager, time_graph
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from gpt2.weights import WeightsSource, build_model, resolve
+
+
+MAX_REPEATS = 100  # --repeats: a mistyped 10**9 would run for years
 
 
 class UsageError(Exception):
@@ -92,9 +95,9 @@ class Result:
 def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
     """--model-dir, --weights and --size: where GPT-2's weights come from."""
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--model-dir", metavar="DIR",
+    source.add_argument("--model-dir", type=arguments.text, metavar="DIR",
                         help="local Hugging Face snapshot: config.json + model.safetensors (any GPT-2 size)")
-    source.add_argument("--weights", default="auto", metavar="random|auto|NAME",
+    source.add_argument("--weights", type=arguments.text, default="auto", metavar="random|auto|NAME",
                         help="'random': seeded random weights; 'auto' (default): the cached Hugging Face "
                              "snapshot if there is one, else random, never using the network; NAME: a hub "
                              "model such as gpt2, from the cache or the hub")
@@ -108,7 +111,7 @@ def weights_from_args(args: argparse.Namespace) -> WeightsSource:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = arguments.OneLineParser(
         prog="python -m gpt2",
         description=f"Greedy GPT-2 generation of exactly N tokens per sequence from the prompt {PROMPT!r} "
                     "(no stop at end-of-text), timed with the chosen attention backend: eager (run from Python, "
@@ -135,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "must take it (python -m harness list)")
     parser.add_argument("--repeats", type=int, default=3, metavar="R",
                         help="timed runs (and graph replays) after one warm-up; the median is reported "
-                             "(default: 3)")
+                             f"(default: 3, at most {MAX_REPEATS})")
     parser.add_argument("--no-graph", action="store_true",
                         help="skip the CUDA-graph timing (GPU time); eager timing only")
     add_weights_arguments(parser)
@@ -161,8 +164,10 @@ def make_request(args: argparse.Namespace) -> Request:
         raise UsageError(f"{backend.name} needs a CUDA device and none is available (backends that run on a CPU: {on_cpu})")
     if reason:
         raise UsageError(f"{backend.name}: {reason}")
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    problem = arguments.out_of_range("--repeats", args.repeats, 1, MAX_REPEATS,
+                                     "each repeat is a whole generation (eager, and a graph replay on a GPU)")
+    if problem:
+        raise UsageError(problem)
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
     if args.prompt_tokens < 1:

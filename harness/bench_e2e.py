@@ -73,7 +73,7 @@ from harness.study import (KV_BATCHES, KV_NEW_TOKENS, KV_PROMPT_TOKENS, QUICK_KV
 # three-dtype sweep, for a spread the tables could only call noisy (up to 25% between two runs).
 EAGER_RUNS = 1
 # GPU time: one warm-up replay (the first replay of a graph ran up to 1.5% slower than the next,
-# measured in experiments/sweep_time_profile.py's run on an H100), then timed replays until
+# measured in experiments/tools/sweep_time_profile.py's run on an H100), then timed replays until
 # their GPU time reaches GRAPH_BUDGET_S, at most GRAPH_REPLAYS: two for a half-precision
 # generation (0.4-0.6 s), one for a float32 one (1.5-4.7 s). Timed replays of one graph
 # differed by at most 0.2% in that run, so a second float32 replay (42 s of a sweep) would

@@ -1,8 +1,9 @@
 """`python -m harness <command>`: the study's steps, each usable on its own.
 
 Results and plots go where --results-dir and --plots-dir say (default: the committed
-results/ and plots/ folders); `report` rewrites the README tables only from the
-committed results/ folder, and writes <results-dir>/report.md for any other.
+results/ and plots/ folders); `report` rewrites the README tables and each GPU's
+page (results/<gpu>/README.md) only from the committed results/ folder, and writes
+<results-dir>/report.md for any other.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Iterator
 
 import torch
 
-from backends import precision, registry
+from backends import arguments, precision, registry
 from backends.extension import BuildSetupError
 from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
@@ -39,6 +40,12 @@ E2E_BACKENDS_HELP = (BACKENDS_HELP + f"; and {hf_generate.NAME}: Hugging Face tr
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
+# Bounds of the numbers a command line gives, far above any use: a mistyped 10**9 is refused at
+# once instead of running for days or failing deep inside.
+MAX_ROUNDS = 50  # --rounds (the sweep's: KERNEL_ROUNDS)
+MAX_JOBS = 256  # --jobs: compiler processes at once
+MAX_CALLS = 10_000  # call --repeat
+MAX_CALL_TOKENS = 2**21  # call --B x --T: q, k, v and out of 12 heads of 64 in float32 are 24 GiB
 # What an interrupted command leaves, and what running it again does (None: nothing to say).
 ROWS_KEPT = "every finished row is kept; to resume where this one stopped, run the same command again"
 BUILDS_KEPT = "every finished build is kept; to build the rest, run the same command again"
@@ -92,9 +99,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _in_range(name: str, value: int, low: int, high: int, why: str) -> None:
+    """CommandError unless low <= value <= high (backends/arguments.py says how)."""
+    problem = arguments.out_of_range(name, value, low, high, why)
+    if problem:
+        raise CommandError(problem)
+
+
 def _check_jobs(args: argparse.Namespace) -> None:
     if args.jobs is not None and args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1 (got {args.jobs}); leave it out for the default")
+    if args.jobs is not None:
+        _in_range("--jobs", args.jobs, 1, MAX_JOBS, "each job is a compiler process; leave it out for the default")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -179,12 +195,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
+def _check_rounds(args: argparse.Namespace) -> None:
+    _in_range("--rounds", args.rounds, 1, MAX_ROUNDS, f"every round times every backend at every shape again (the "
+              f"sweep takes {KERNEL_ROUNDS})")
+
+
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from harness import bench_kernels
 
     registry.select(args.backends)  # unknown names first
-    if args.rounds < 1:
-        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    _check_rounds(args)
     dtypes = _dtypes(args)
     device = _cuda()
     backends, excluded = _gated(args, dtypes)
@@ -277,14 +297,18 @@ def cmd_try(args: argparse.Namespace) -> int:
     from harness.compile_check import arch_capability
     from harness.study import HEADLINE_SHAPES
 
-    if args.rounds < 1:
-        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    _check_rounds(args)
+    log = _log_file(args.log)
     if not args.variants and not args.against:
         raise CommandError(f"name a variant ({variants.SPEC_FORM}) or backends to time with --against")
     try:
         specs = [variants.parse_spec(text) for text in args.variants]
     except variants.VariantError as err:
         raise CommandError(str(err)) from None
+    decode = [spec.name for spec in specs if not spec.base.provides(registry.PREFILL)]
+    if decode:
+        raise CommandError(f"{', '.join(decode)}: try checks and times prefill variants; a decode version's variant "
+                           "is built with `python -m harness call` and measured by the decode benchmark")
     names = [spec.name for spec in specs]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -307,7 +331,7 @@ def cmd_try(args: argparse.Namespace) -> int:
         rows = [variants.materialize(spec) for spec in specs]
     except variants.VariantError as err:
         raise CommandError(str(err)) from None
-    log = try_variants.Log(args.log)
+    log = try_variants.Log(log)
     try:
         if device is None:
             versions = [b for b in against if isinstance(b, registry.CudaVersion)] + rows
@@ -320,6 +344,26 @@ def cmd_try(args: argparse.Namespace) -> int:
         log.close()
 
 
+def _log_file(path: Path | None) -> Path | None:
+    """--log FILE, checked before anything is built: a file (new or not) in a folder that exists
+    and can be written, appended to; CommandError otherwise."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise CommandError(f"--log {_shown(path)} is a folder: name a file to append the log to")
+    if not path.parent.is_dir():
+        raise CommandError(f"--log {_shown(path)}: the folder {_shown(path.parent)} does not exist")
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as err:
+        raise CommandError(f"--log {_shown(path)}: cannot write it ({err.strerror})") from None
+    if not existed:
+        path.unlink()  # the command creates it when it has something to say
+    return path
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     from harness import variants
     from harness.reference import random_qkv
@@ -327,6 +371,9 @@ def cmd_call(args: argparse.Namespace) -> int:
 
     if min(args.B, args.T, args.repeat) < 1:
         raise CommandError("--B, --T and --repeat must be at least 1")
+    _in_range("--repeat", args.repeat, 1, MAX_CALLS, "a profiler needs a few calls")
+    _in_range("--B × --T", args.B * args.T, 1, MAX_CALL_TOKENS,
+              "q, k, v and the output of 12 heads of 64 would not fit a GPU's memory")
     try:
         backend = (variants.materialize(variants.parse_spec(args.backend)) if "=" in args.backend
                    else registry.get(args.backend))
@@ -377,6 +424,17 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
                                      stage=name, seconds=seconds, exit_status=status, provenance=provenance))
     print(f"stage times in {_shown(path)}")
     return 0
+
+
+def not_a_gpu_folder(path: Path, argument: str = "--results-dir") -> None:
+    """CommandError if `path` holds one GPU's results files itself (results/nvidia-h200/, not
+    results/): every command reads and writes <results-dir>/<gpu>/, one level below."""
+    from harness.results import TABLES
+
+    found = [table.file_name for table in TABLES if (path / table.file_name).exists()] if path.is_dir() else []
+    if found:
+        raise CommandError(f"{argument} {_shown(path)} holds one GPU's results itself ({', '.join(found)}): pass "
+                           f"the folder above it, {_shown(path.parent)} (results go to <results-dir>/<gpu>/)")
 
 
 def folder_to_read(path: Path, argument: str) -> Path:
@@ -453,11 +511,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
         with _writing():
-            updated = update_readmes(gpus, args.plots_dir, args.results_dir)
+            updated = update_readmes(gpus, args.plots_dir)
         for path in updated:
             print(f"updated {_shown(path)}")
         if not updated:
-            print("README.md and versions/*/README.md unchanged: their tables already match the results")
+            print("README.md, results/ and versions/*/README.md unchanged: their tables already match the results")
         return 0
     output = args.output or args.results_dir / REPORT_NAME
     if args.output is None:
@@ -468,23 +526,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         folder_to_write(output.parent, "--output", output)
     with _writing():
         path = write_report(gpus, args.plots_dir, args.results_dir, output)
-    print(f"wrote {_shown(path)} (the README tables come from {_shown(COMMITTED_RESULTS)}/ only)")
+    print(f"wrote {_shown(path)} (the README and the GPUs' pages come from {_shown(COMMITTED_RESULTS)}/ only)")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     from gpt2.cli import add_weights_arguments
 
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__,
+    parser = arguments.OneLineParser(prog="python -m harness", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def results_dir(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--results-dir", type=Path, default=COMMITTED_RESULTS, metavar="DIR",
+        p.add_argument("--results-dir", type=arguments.path, default=COMMITTED_RESULTS, metavar="DIR",
                        help=f"where results/<gpu>/*.csv are (default: {_shown(COMMITTED_RESULTS)}/)")
 
     def plots_dir(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--plots-dir", type=Path, default=COMMITTED_PLOTS, metavar="DIR",
+        p.add_argument("--plots-dir", type=arguments.path, default=COMMITTED_PLOTS, metavar="DIR",
                        help=f"where plots/<gpu>/*.png go (default: {_shown(COMMITTED_PLOTS)}/)")
 
     p = sub.add_parser("list", help="list the backends, where each runs, and what is unavailable here")
@@ -492,13 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="build the CUDA versions in parallel (only what changed); without a GPU, "
                                      "set TORCH_CUDA_ARCH_LIST (e.g. 9.0)")
-    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
     p.add_argument("--jobs", type=int, default=None, help="versions built at once (default: cores / 2)")
     p.set_defaults(func=cmd_build, on_stop=BUILDS_KEPT)
 
     p = sub.add_parser("compile-check", help="compile every attention.cu with nvcc alone (no GPU): registers, "
                                              "shared memory, spills, and the launch configuration")
-    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
     p.add_argument("--arch", action="append", default=None,
                    help="SM architecture, repeatable (default: sm_90 and sm_75)")
     p.add_argument("--jobs", type=int, default=None, help="nvcc processes at once (default: cores)")
@@ -506,8 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="correctness gates: every backend's prefill and decode ops against float64 "
                                      "(GPU)")
-    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
+    p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", type=arguments.text, default="all", help=DTYPES_HELP)
     p.add_argument("--fresh", action="store_true", help="check again what this setup has already checked")
     results_dir(p)
     p.set_defaults(func=cmd_check, on_stop=ROWS_KEPT)
@@ -518,8 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                "decode op against the HBM bandwidth (GPU)"),
             ("bench-e2e", cmd_bench_e2e, "GPT-2 generation with every backend: GPU time and eager time (GPU)")):
         p = sub.add_parser(name, help=help_text + "; rows go to <results-dir>/<gpu>/ and a rerun resumes")
-        p.add_argument("--backends", default="all", help=E2E_BACKENDS_HELP if name == "bench-e2e" else BACKENDS_HELP)
-        p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
+        p.add_argument("--backends", type=arguments.text, default="all",
+                       help=E2E_BACKENDS_HELP if name == "bench-e2e" else BACKENDS_HELP)
+        p.add_argument("--dtypes", type=arguments.text, default="all", help=DTYPES_HELP)
         p.add_argument("--quick", action="store_true", help="a few shapes / token counts only")
         p.add_argument("--fresh", action="store_true",
                        help="measure again even what this setup (GPU, driver, torch, commit) already has")
@@ -534,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "bench-kernels":
             p.add_argument("--rounds", type=int, default=KERNEL_ROUNDS,
                            help="rounds per shape, the order of the backends reversed every other round; each "
-                                "row pools its rounds' replays (default: %(default)s)")
+                                f"row pools its rounds' replays (default: %(default)s, at most {MAX_ROUNDS})")
         if name == "bench-e2e":
             p.add_argument("--modes", default=",".join(m.name for m in MODES), metavar="MODES",
                            help="comma-separated generation modes (default: %(default)s): recompute, the original "
@@ -554,8 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "that run later find the compiled code in Inductor's and Triton's on-disk "
                                    "caches. run_all.sh starts one such process per dtype while the build and "
                                    "the gate run, and waits for them before the kernel benchmark.")
-    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--dtypes", default="all", help=DTYPES_HELP)
+    p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", type=arguments.text, default="all", help=DTYPES_HELP)
     p.add_argument("--quick", action="store_true", help="the quick sweep's shapes and token counts")
     p.add_argument("--fresh", action="store_true",
                    help="compile for every stage, also where this setup's rows are stored (by default what the "
@@ -569,12 +628,13 @@ def build_parser() -> argparse.ArgumentParser:
     plots_dir(p)
     p.set_defaults(func=cmd_plot, on_stop=NOTHING_MEASURED.format(what="the figures"))
 
-    p = sub.add_parser("report", help="regenerate the README tables (from the committed results/ only) or write "
-                                      "<results-dir>/report.md")
+    p = sub.add_parser("report", help="regenerate the README tables and each GPU's page results/<gpu>/README.md "
+                                      "(from the committed results/ only) or write <results-dir>/report.md")
     results_dir(p)
     plots_dir(p)
-    p.add_argument("--output", type=Path, default=None, metavar="FILE",
-                   help="write the tables to FILE instead of updating README.md and versions/*/README.md")
+    p.add_argument("--output", type=arguments.path, default=None, metavar="FILE",
+                   help="write the tables to FILE instead of updating README.md, the GPUs' pages and "
+                        "versions/*/README.md")
     p.set_defaults(func=cmd_report, on_stop=NOTHING_MEASURED.format(what="the tables"))
 
     p = sub.add_parser("try", help="development: kernel variants (a version's kernel file with patches "
@@ -588,16 +648,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(sdpa-efficient in float32, sdpa-cudnn in bfloat16/float16) in the same "
                                    "rounds. Nothing goes to results/.")
     p.add_argument("variants", nargs="*", metavar="NAME=VERSION+PATCH",
-                   help="e.g. v16p=v16+experiments/v16_1_k_float2.patch+experiments/v16_2_pipeline.patch; "
+                   help="e.g. v16p=v16+experiments/v16/v16_1_k_float2.patch+experiments/v16/v16_2_pipeline.patch; "
                         "none, with --against: those backends alone (a new version beside its parent)")
-    p.add_argument("--against", default=None,
+    p.add_argument("--against", type=arguments.text, default=None,
                    help="backends to compare with, comma-separated (default: the variants' versions; "
                         f"{registry.KERNEL_REFERENCE} is always timed)")
     p.add_argument("--shapes", choices=("all", "headline"), default="all",
                    help="all: the kernel benchmark's shapes (default); headline: B=1 T=512 and B=8 T=4096")
     p.add_argument("--rounds", type=int, default=2,
-                   help="timing rounds, the order of the backends alternating (default: 2)")
-    p.add_argument("--log", type=Path, default=None, metavar="FILE",
+                   help=f"timing rounds, the order of the backends alternating (default: 2, at most {MAX_ROUNDS})")
+    p.add_argument("--log", type=arguments.path, default=None, metavar="FILE",
                    help="also append everything printed to FILE")
     p.add_argument("--dtype", choices=precision.EVERY, default=precision.FLOAT32,
                    help="the dtype the variants are checked and timed in (default: float32); in bfloat16 or "
@@ -614,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("backend", metavar="BACKEND", help="a registry backend, or a variant NAME=VERSION+PATCH[+PATCH...]")
     p.add_argument("--B", type=int, default=8, help="batch (default: 8)")
     p.add_argument("--T", type=int, default=4096, help="sequence length (default: 4096); 12 heads of 64")
-    p.add_argument("--repeat", type=int, default=3, help="calls (default: 3; the first loads the module)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help=f"calls (default: 3, at most {MAX_CALLS:,}; the first loads the module)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: the backend's first dtype)")
     p.set_defaults(func=cmd_call)
 
@@ -630,8 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_record_stages)
 
     p = sub.add_parser("sanitize-workload", help="small workload for compute-sanitizer (tools/sanitize.sh; GPU)")
-    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--dtypes", default="all",
+    p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
+    p.add_argument("--dtypes", type=arguments.text, default="all",
                    help="comma-separated dtypes among float32, bfloat16, float16, or 'all' (default): each "
                         "version runs in those of them it takes (a version's two 16-bit types are one template, "
                         "so one of them covers its code under racecheck in half the time)")
@@ -656,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with stop_on_signals():  # SIGTERM and SIGHUP end it as Ctrl-C does
         try:
+            if getattr(args, "results_dir", None) is not None:
+                not_a_gpu_folder(args.results_dir)
             return args.func(args)
         except (registry.UnknownBackendError, CommandError, ResultsFileError) as err:
             print(f"python -m harness: error: {err}", file=sys.stderr)

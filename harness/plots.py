@@ -7,16 +7,16 @@ dtypes):
 - small multiples: one row of panels per track (float32; half precision in bfloat16), each
   against the baselines measured in that track's dtype;
 - emphasis: the last few steps of a track in strong colours, the earlier ones light; the
-  baselines dashed, the dtype's kernel reference black;
+  baselines dashed, a colour each;
 - labels at the line ends instead of legends, moved apart where they would overlap;
 - log axes labelled 10, 20, 50, 100, ... (as dense as the axis has room for);
 - laid out in inches (header, panels, footer), so every text lies inside the canvas: the
   tests check it.
 Points are medians; whiskers span min to max (the footer says over what). A ratio of two
-rows' times divides rows of the same run: a kernel's ratio to its dtype's reference is the one
-the benchmark stored, and any other pair is the row drawn and the other's row of its run (none:
-no ratio, and the figure says so). Figures are deterministic: the same results give the same
-bytes.
+rows' times divides rows of the same run: a version's ratio is to the fastest of PyTorch's
+kernels its run timed at that shape (GpuResults.kernel_vs_fastest), and any other pair is the row
+drawn and the other's row of its run (none: no ratio, and the figure says so). Figures are
+deterministic: the same results give the same bytes.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from backends import registry
 from harness.files import write_atomically
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, Shape
-from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, kernel_ratio, name_ranges,
+from harness import tables
+from harness.tables import (GpuResults, Track, backend_rank, dtype_rank, is_version, name_ranges,
                             registry_row, track_of, tracks)
 
 GPU_COMPARISON = "gpu_comparison.png"
@@ -53,7 +54,7 @@ CHAR_EM = 0.6
 LINE = 1.3  # line height, in ems
 
 # Colours: the last steps of a track, oldest to newest; the earlier steps; the baselines in
-# registry order; the kernel reference of the dtype drawn; the GPUs side by side.
+# registry order; the line at 1 of a ratio panel (PyTorch's fastest); the GPUs side by side.
 STRONG = ("#1f77b4", "#ff7f0e", "#d62728")
 LIGHT, LIGHT_TEXT = "#b4c0d0", "#7a889c"
 BASELINE_COLOURS = ("#8c564b", "#7f7f7f", "#2ca02c", "#17becf", "#9467bd", "#e377c2")
@@ -65,7 +66,8 @@ MISSING = "#c0392b"
 GPU_COLOURS = ("#1f77b4", "#e6850e", "#2ca02c", "#9467bd")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 NOT_IN_ONE_RUN = "not measured in the same run"  # a ratio panel's note for a pair it has no ratio of
-# progression: a kernel panel spans its versions and its dtype's reference, this factor wider
+PYTORCH_IN_BOTH = registry.KERNEL_REFERENCE  # precision_cost: PyTorch's kernel drawn in both precisions
+# progression: a kernel panel spans its versions and PyTorch's fastest kernel, this factor wider
 # each way; a baseline beyond is named at the panel's edge with its time, not drawn
 # (half-precision naive at B=8 T=4096 is 40x cuDNN, and would flatten the steps near cuDNN).
 PROGRESSION_MARGIN = 1.3
@@ -96,7 +98,7 @@ class Look:
 
 def look(backend: str, dtype: str) -> Look:
     """Versions: the last EMPHASISED_STEPS of their track strong (newest red), the rest light.
-    Baselines: dashed, hollow markers, a colour each; the dtype's kernel reference black."""
+    Baselines: dashed, hollow markers, a colour each."""
     row = registry_row(backend)
     if row is not None and row.is_version:
         track = track_of(backend)
@@ -105,11 +107,9 @@ def look(backend: str, dtype: str) -> Look:
             colour = STRONG[len(STRONG) - len(strong) + strong.index(backend)]
             return Look(colour, "-", "o", 2.0, 4.5, False, True)
         return Look(LIGHT, "-", "o", 1.1, 2.5, False, False)
-    baselines = registry.baseline_names()
+    baselines = tables.baselines()
     i = baselines.index(backend) if backend in baselines else len(baselines)
     line = BASELINE_LINES[i % len(BASELINE_LINES)]
-    if backend == registry.kernel_reference(dtype):
-        return Look(REFERENCE, line, MARKERS[i % len(MARKERS)], 2.0, 4.5, True, True)
     return Look(BASELINE_COLOURS[i % len(BASELINE_COLOURS)], line, MARKERS[i % len(MARKERS)], 1.4, 4.0, True, True)
 
 
@@ -371,9 +371,8 @@ def _replays_note(r: GpuResults, shown: Sequence[Track]) -> str:
     return ", ".join(f"{t.dtype}: {counts(t.dtype)}" for t in shown)
 
 
-def _reference_note(shown: Sequence[Track]) -> str:
-    refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
-    return (f"Black dashed: the dtype's kernel reference ({refs}); other dashed lines: baselines; solid: the study's "
+def _lines_note() -> str:
+    return (f"Dashed lines: PyTorch's kernels ({', '.join(tables.baselines())}), a colour each; solid: the study's "
             f"versions, the last {EMPHASISED_STEPS} of each track in colour, earlier ones light (labelled where "
             f"there is room).")
 
@@ -389,7 +388,7 @@ def _half_note(r: GpuResults, shown: Sequence[Track]) -> str:
             if gaps:
                 notes.append(f"{other} is not drawn: at {' and '.join(s.label() for s in HEADLINE_SHAPES)} every "
                              f"backend's {other} time is within {100 * max(gaps):.0f}% of its {track.dtype} time of "
-                             f"the same run (the README's tables have both).")
+                             f"the same run (the GPU's page has both).")
     return " ".join(notes)
 
 
@@ -404,7 +403,7 @@ def progression(r: GpuResults) -> Figure | None:
         return r.kernel(backend, shape, track.dtype) if shape else r.end_to_end(backend, HEADLINE_TOKENS, track.dtype)
 
     shown = _tracks_with(r, lambda t: any(value(t, v, s) for v in t.versions for _, s in measures))
-    measures = [m for m in measures if any(value(t, b, m[1]) for t in shown for b in registry.names())]
+    measures = [m for m in measures if any(value(t, b, m[1]) for t in shown for b in tables.prefill_backends())]
     if not shown or not measures:
         return None
     uncaptured = any(isinstance(x, KernelRow) and not x.us_device_median or isinstance(x, E2ERow)
@@ -413,19 +412,19 @@ def progression(r: GpuResults) -> Figure | None:
     # Versions this GPU has no row of (added after its last sweep): their columns stay empty.
     unmeasured = [v for t in shown for v in t.versions if not any(value(t, v, s) for _, s in measures)]
     # Room for the longest end label: a baseline's name with a six-digit time off the scale.
-    room = _end_label_room([_off_scale_text(name, 888_888.0) for name in registry.baseline_names()])
-    refs = "; ".join(f"{t.dtype}: {registry.kernel_reference(t.dtype)}" for t in shown)
+    room = _end_label_room([_off_scale_text(name, 888_888.0) for name in tables.baselines()])
     frame = _frame(title=f"The versions in order against PyTorch's kernels, per precision — {r.gpu}",
                    notes=[_progression_note(shown, uncaptured) + _not_measured_note(unmeasured),
-                          f"Dashed horizontal lines: the baselines measured in the row's dtype; black: the dtype's "
-                          f"kernel reference ({refs}). A kernel panel spans its versions and the reference; a "
-                          f"baseline beyond that is named at the panel's edge with its time (↑ above, ↓ below).",
+                          "Dashed horizontal lines: PyTorch's kernels measured in the row's dtype (their latest "
+                          "rows), the fastest labelled in bold. A kernel panel spans its versions and the fastest "
+                          "of PyTorch's kernels; one beyond that is named at the panel's edge with its time (↑ "
+                          "above, ↓ below).",
                           _half_note(r, shown)],
                    source=r.provenance_line(), cols=len(measures), rows=[3.0] * len(shown), panel_w=4.0, left=0.9,
                    right=room, wspace=0.95 + room, hspace=1.15, bottom=0.65)
     for track, axes in zip(shown, frame.axes):
         for ax, (title, shape) in zip(axes, measures):
-            rows = {b: value(track, b, shape) for b in registry.names()}
+            rows = {b: value(track, b, shape) for b in tables.prefill_backends()}
             _progression_panel(ax, track, {b: x for b, x in rows.items() if x is not None}, shape is not None)
             _style_axes(ax, f"{track.title}: {title}")
             ax.set_ylabel("device time per call (µs)" if shape else "GPU time (s)", fontsize=AXIS_PT)
@@ -484,13 +483,13 @@ def _progression_panel(ax: Axes, track: Track, rows: dict[str, KernelRow | E2ERo
     if missing:
         ax.plot([position[n] for n in missing], [getattr(rows[n], fallback) for n in missing], color=MISSING,
                 marker="x", linestyle="none", markersize=8, markeredgewidth=2, zorder=4)
-    reference = registry.kernel_reference(track.dtype)
     baselines = [b for b in rows if b not in position and median(b)]
+    fastest = min(baselines, key=lambda b: (median(b), backend_rank(b))) if baselines else None
     lo, hi = 0.0, math.inf
     if kernel:
-        # (µs) the versions' whiskers (or, not captured, their call times) and the reference
+        # (µs) the versions' whiskers (or, not captured, their call times) and PyTorch's fastest
         spanned = [getattr(rows[n], f"{field}_{end}") for n in measured for end in ("min", "max")]
-        spanned += [getattr(rows[n], fallback) for n in missing] + ([median(reference)] if median(reference) else [])
+        spanned += [getattr(rows[n], fallback) for n in missing] + ([median(fastest)] if fastest else [])
         if spanned:
             lo, hi = min(spanned) / PROGRESSION_MARGIN, max(spanned) * PROGRESSION_MARGIN
     drawn = [b for b in baselines if lo <= median(b) <= hi]
@@ -508,9 +507,9 @@ def _progression_panel(ax: Axes, track: Track, rows: dict[str, KernelRow | E2ERo
         log_axis(ax)
     else:
         ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.05)
-    labels = [EndLabel(b, median(b), None, look(b, track.dtype).color, b == reference) for b in drawn]
+    labels = [EndLabel(b, median(b), None, look(b, track.dtype).color, b == fastest) for b in drawn]
     labels += [EndLabel(_off_scale_text(b, median(b), median(b) > hi), hi if median(b) > hi else lo, None,
-                        look(b, track.dtype).color, b == reference) for b in baselines if b not in drawn]
+                        look(b, track.dtype).color, b == fastest) for b in baselines if b not in drawn]
     label_ends(ax, labels)
 
 
@@ -531,7 +530,8 @@ def kernel_headline(r: GpuResults) -> Figure | None:
     frame = _frame(title=f"Attention forward, every backend at the headline shapes — {r.gpu}",
                    notes=["Filled: device time per call (median; whiskers min to max over CUDA-graph replays); hollow: "
                           "call time (CUDA events around one eager call, what a Python caller pays). The dashed "
-                          "vertical line: the dtype's kernel reference. Log axes.", _half_note(r, shown)],
+                          "vertical line: the fastest of PyTorch's kernels shown at that shape. Log axes.",
+                          _half_note(r, shown)],
                    source=r.provenance_line(), cols=len(shapes), rows=[0.19 * len(names[t]) + 0.3 for t in shown],
                    panel_w=4.6, left=longest + 0.35, right=0.3, wspace=longest + 0.45, hspace=0.95, bottom=0.55)
     for track, axes in zip(shown, frame.axes):
@@ -569,9 +569,10 @@ def _headline_panel(ax: Axes, r: GpuResults, track: Track, names: list[str], sha
     for marker, points in call.items():
         ax.scatter([p[0] for p in points], [p[1] for p in points], facecolors="white",
                    edgecolors=[p[2] for p in points], marker=marker, s=28, zorder=2)
-    reference = r.kernel(registry.kernel_reference(track.dtype), shape, track.dtype)
-    if reference and reference.us_device_median:
-        ax.axvline(reference.us_device_median, color=REFERENCE, linestyle=(0, (4, 2)), linewidth=0.9, zorder=1)
+    fastest = [row.us_device_median for name in names if not is_version(name)
+               and (row := r.kernel(name, shape, track.dtype)) and row.us_device_median]
+    if fastest:
+        ax.axvline(min(fastest), color=REFERENCE, linestyle=(0, (4, 2)), linewidth=0.9, zorder=1)
     ax.set_yticks(range(len(names)), labels=names, fontsize=TICK_PT)
     for tick, name in zip(ax.get_yticklabels(), names):
         tick.set_color(look(name, track.dtype).text_color)
@@ -592,8 +593,8 @@ def kernel_time_vs_t(r: GpuResults) -> Figure | None:
     names = {t: _panel_backends(r, t, r.kernels) for t in shown}
     frame = _frame(title=f"Attention kernel device time against sequence length, per precision — {r.gpu}",
                    notes=["Medians of CUDA-graph replays (L2 flushed before each call); both axes logarithmic. A "
-                          "backend without device time (not capturable) is missing here: the README's notes say why.",
-                          _reference_note(shown), _half_note(r, shown)],
+                          "backend without device time (not capturable) is missing here: the GPU's page says why.",
+                          _lines_note(), _half_note(r, shown)],
                    source=r.provenance_line(), cols=len(batches), rows=[3.6] * len(shown), panel_w=4.6, left=0.85,
                    right=_end_label_room([n for t in shown for n in names[t]]),
                    wspace=0.85 + _end_label_room([n for t in shown for n in names[t]]), hspace=1.0, bottom=0.6)
@@ -630,8 +631,8 @@ def _lines_with_labels(ax: Axes, series: dict[str, list[tuple[float, float]]], d
         ax.set_yscale("log")
         ax.autoscale_view(scalex=False)
         log_axis(ax)
-    label_ends(ax, [EndLabel(n, series[n][-1][1], series[n][-1][0], look(n, dtype).text_color,
-                             n == registry.kernel_reference(dtype), not look(n, dtype).strong)
+    label_ends(ax, [EndLabel(n, series[n][-1][1], series[n][-1][0], look(n, dtype).text_color, False,
+                             not look(n, dtype).strong)
                     for n in ordered if series[n]])
 
 
@@ -649,7 +650,7 @@ def e2e_time_vs_tokens(r: GpuResults) -> Figure | None:
                    notes=[f"Points: median; whiskers: min to max over the timed graph replays "
                           f"({_replays_note(r, shown)}; one has no whiskers) (left) "
                           f"and {_eager_runs_note(first.eager_runs)} (right). Both axes logarithmic.",
-                          _reference_note(shown)],
+                          _lines_note()],
                    source=r.provenance_line(), cols=2, rows=[3.6] * len(shown), panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=1.0, bottom=0.6)
     for track, axes in zip(shown, frame.axes):
@@ -721,37 +722,34 @@ def _memory_groups(r: GpuResults, dtype: str) -> list[tuple[list[str], str, list
 
 
 def precision_cost(r: GpuResults) -> Figure | None:
-    """What float32 accuracy costs: device time against T of the fastest float32 version, the
-    fastest half-precision backend (ours or the half-precision reference), and the float32
-    reference in both precisions; below, float32 time over half-precision time."""
+    """What float32 accuracy costs: device time against T of the last float32 step, the last
+    half-precision step, and one PyTorch kernel (sdpa-efficient) in both precisions; below,
+    float32 time over half-precision time."""
     full = next((t for t in tracks() if not t.half_precision), None)
     half = next((t for t in tracks() if t.half_precision), None)
     if full is None or half is None or not (r.has(full.dtype) and r.has(half.dtype)):
         return None
-    best_full = r.best(full.versions, full.dtype)
-    best_half = r.best([*half.versions, registry.kernel_reference(half.dtype)], half.dtype)
-    reference = registry.kernel_reference(full.dtype)
-    series = [(best_full, full.dtype, STRONG[0], "-"), (reference, full.dtype, STRONG[0], (0, (5, 2))),
-              (best_half, half.dtype, STRONG[2], "-"), (reference, half.dtype, STRONG[2], (0, (5, 2)))]
+    last_full = r.last_measured(full.versions, full.dtype)
+    last_half = r.last_measured(half.versions, half.dtype)
+    both = PYTORCH_IN_BOTH
+    series = [(last_full, full.dtype, STRONG[0], "-"), (both, full.dtype, STRONG[0], (0, (5, 2))),
+              (last_half, half.dtype, STRONG[2], "-"), (both, half.dtype, STRONG[2], (0, (5, 2)))]
     series = [s for s in series if s[0] is not None]
     batches = sorted({x.B for x in r.kernels if x.dtype in (full.dtype, half.dtype)})
-    if best_full is None or best_half is None or not batches:
+    if last_full is None or last_half is None or not batches:
         return None
     labels = [f"{name} {dtype}" for name, dtype, _, _ in series]
-    ratio_labels = [f"{best_full} ÷ {best_half}", f"{reference}: {full.dtype} ÷ {half.dtype}"]
-    pairs = [((best_full, full.dtype), (best_half, half.dtype), ratio_labels[0], "-"),
-             ((reference, full.dtype), (reference, half.dtype), ratio_labels[1], (0, (5, 2)))]
+    ratio_labels = [f"{last_full} ÷ {last_half}", f"{both}: {full.dtype} ÷ {half.dtype}"]
+    pairs = [((last_full, full.dtype), (last_half, half.dtype), ratio_labels[0], "-"),
+             ((both, full.dtype), (both, half.dtype), ratio_labels[1], (0, (5, 2)))]
     room = _end_label_room(labels + ratio_labels)
-    frame = _frame(title=f"What does {full.dtype} accuracy cost? The fastest {full.dtype} kernel against the "
-                         f"fastest half-precision one — {r.gpu}",
-                   subtitle=_cost_summary(r, (best_full, full.dtype), (best_half, half.dtype)),
-                   notes=[f"Solid: the fastest of the study's {full.dtype} versions and the fastest half-precision "
-                          f"backend (the study's {half.span()} or {registry.kernel_reference(half.dtype)}), each "
-                          f"chosen by the geometric mean of its device times at "
-                          f"{' and '.join(s.label() for s in HEADLINE_SHAPES)}; dashed: {reference} in both "
-                          f"precisions. Device time per call, medians of CUDA-graph replays. Below: the {full.dtype} "
-                          f"row drawn above over the {half.dtype} row measured in the same run, where that run has "
-                          f"one."],
+    frame = _frame(title=f"What does {full.dtype} accuracy cost? The last {full.dtype} step against the last "
+                         f"half-precision one — {r.gpu}",
+                   subtitle=_cost_summary(r, (last_full, full.dtype), (last_half, half.dtype)),
+                   notes=[f"Solid: the last of the study's {full.dtype} steps and of its half-precision steps measured "
+                          f"on this GPU; dashed: {both}, PyTorch's kernel in both precisions. Device time per call, "
+                          f"medians of CUDA-graph replays. Below: the {full.dtype} row drawn above over the "
+                          f"{half.dtype} row measured in the same run, where that run has one."],
                    source=r.provenance_line(), cols=len(batches), rows=[3.4, 1.6], panel_w=4.6, left=0.85, right=room,
                    wspace=0.85 + room, hspace=0.75, bottom=0.6, sharex=True)
     for j, B in enumerate(batches):
@@ -842,31 +840,60 @@ def _sci(value: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+FASTEST_PYTORCH = "PyTorch's fastest"  # headline: the label of the line at 1
+
+
+def _references_note(r: GpuResults, shown: Sequence[Track]) -> str:
+    """Which of PyTorch's kernels each ratio of the headline figure divides by: per track and
+    shape, the fastest in each version's run ('flex-attention (v25–v29), sdpa-efficient
+    (v01–v24)'), and the versions whose run timed only some of them."""
+    parts, partial = [], {}
+    for track in shown:
+        for shape in HEADLINE_SHAPES:
+            by_reference: dict[str, list[str]] = {}
+            for v in track.versions:
+                if (row := r.kernel(v, shape, track.dtype)) and (reference := r.kernel_reference(row)):
+                    by_reference.setdefault(reference.backend, []).append(v)
+                    if reference.missing:
+                        partial.setdefault(reference.missing, []).append(v)
+            if by_reference:
+                parts.append(f"{track.dtype} {shape.label()}: " + ", ".join(
+                    f"{name} ({name_ranges(versions)})" for name, versions in by_reference.items()))
+    text = "PyTorch's fastest kernel in each version's run: " + "; ".join(parts) + "."
+    if partial:
+        text += " Runs that timed only some of PyTorch's kernels: " + "; ".join(
+            f"{name_ranges(sorted(set(versions), key=backend_rank))} (no {', '.join(missing)})"
+            for missing, versions in partial.items()) + "."
+    return text
+
+
 def headline(r: GpuResults) -> Figure | None:
-    """Each step's kernel device time over PyTorch's fastest kernel of its precision, at the
-    headline shapes: one panel per track, narrow enough to read at a README's width."""
+    """Each step's kernel device time over that of the fastest of PyTorch's kernels measured in
+    the same run at that shape, at the headline shapes: one panel per track, narrow enough to
+    read at a README's width."""
     shown = _tracks_with(r, lambda t: any(r.kernel(v, s, t.dtype) for v in t.versions for s in HEADLINE_SHAPES))
     if not shown:
         return None
     shape_looks = {s: (STRONG[2 * i % len(STRONG)], MARKERS[i % len(MARKERS)]) for i, s in enumerate(HEADLINE_SHAPES)}
-    labels = [s.label() for s in HEADLINE_SHAPES] + [f"{registry.kernel_reference(t.dtype)}" for t in shown]
+    labels = [s.label() for s in HEADLINE_SHAPES] + [FASTEST_PYTORCH]
     room = _end_label_room(labels, AXIS_PT)
     widths = [max(1.6, 0.22 * len(t.versions) + 0.4) for t in shown]
     unmeasured = [v for t in shown for v in t.versions if not any(r.kernel(v, s, t.dtype) for s in HEADLINE_SHAPES)]
-    frame = _frame(title=f"Each step's kernel time over PyTorch's fastest kernel of the same precision — {r.gpu}",
-                   notes=[f"Device time per call (median of CUDA-graph replays) over that of the dtype's kernel "
-                          f"reference in the same run, H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below "
-                          f"1: faster than PyTorch. A line joins each version to its parent{_parent_notes(shown)}."
-                          + _not_measured_note(unmeasured)],
+    title = f"Each step's kernel time over PyTorch's fastest kernel of its precision, same run — {r.gpu}"
+    frame = _frame(title=title,
+                   notes=[f"Device time per call (median of CUDA-graph replays) over that of the fastest of PyTorch's "
+                          f"kernels ({', '.join(tables.baselines())}) measured in the same run at that shape, "
+                          f"H={HEADLINE_SHAPES[0].H}, d={registry.HEAD_DIM}, causal; below 1: faster than PyTorch. A "
+                          f"line joins each version to its parent{_parent_notes(shown)}."
+                          + _not_measured_note(unmeasured), _references_note(r, shown)],
                    source=r.provenance_line(), cols=len(shown), rows=[2.9], panel_w=widths, left=0.8, right=room,
                    wspace=0.75 + room, bottom=0.55)
     for ax, track in zip(frame.axes[0], shown):
-        reference = registry.kernel_reference(track.dtype)
         ends = []
         for shape in HEADLINE_SHAPES:
             colour, marker = shape_looks[shape]
             ratios = {v: ratio for v in track.versions
-                      if (row := r.kernel(v, shape, track.dtype)) and (ratio := kernel_ratio(row))}
+                      if (row := r.kernel(v, shape, track.dtype)) and (ratio := r.kernel_vs_fastest(row)[0])}
             position = {v: i for i, v in enumerate(track.versions)}
             for v in ratios:
                 parent = registry.get(v).parent
@@ -879,7 +906,7 @@ def headline(r: GpuResults) -> Figure | None:
                 last = max(ratios, key=lambda v: position[v])
                 ends.append(EndLabel(shape.label(), ratios[last], position[last], colour, True))
         ax.axhline(1.0, color=REFERENCE, linestyle=(0, (6, 2)), linewidth=1.6, zorder=1)
-        ends.append(EndLabel(f"{reference}", 1.0, None, REFERENCE, False))
+        ends.append(EndLabel(FASTEST_PYTORCH, 1.0, None, REFERENCE, False))
         ax.set_xticks(range(len(track.versions)), labels=track.versions, rotation=90, fontsize=TICK_PT)
         ax.set_xlim(-0.6, len(track.versions) - 0.4)
         ax.set_yscale("log")
@@ -893,7 +920,7 @@ def headline(r: GpuResults) -> Figure | None:
     return frame.fig
 
 
-# Per-GPU figures, in the README's order: file name -> drawing function.
+# Per-GPU figures, in the order of a GPU's page: file name -> drawing function.
 FIGURES: dict[str, Callable[[GpuResults], Figure | None]] = {
     HEADLINE_FIGURE: headline,
     "progression.png": progression,
@@ -926,7 +953,7 @@ def gpu_comparison(gpus: Sequence[GpuResults]) -> Figure | None:
     frame = _frame(title="The GPUs side by side (each GPU's own sweep; numbers never mixed)",
                    notes=["Points: median; whiskers: min to max over CUDA-graph replays. Kernel times on log axes; "
                           "generation times from zero. \"no GPU time\": no GPU's results have a row with it (not "
-                          "measured, or not capturable: the README's notes say why)."],
+                          "measured, or not capturable: the GPU's page says why)."],
                    source=" | ".join(r.provenance_line() for r in gpus), cols=len(measures),
                    rows=[0.2 * len(names[d]) + 0.3 for d in dtypes], panel_w=3.4, left=longest + 0.35, right=0.3,
                    wspace=0.45, hspace=0.95, bottom=0.55, header_extra=0.3)

@@ -4,20 +4,24 @@ Each file's schema is a frozen dataclass (its fields are the columns, the proven
 fields last); the writer and every reader use it, so values are parsed into their
 types once, here. Rows are appended and pushed to disk one by one, so an interrupted
 sweep keeps every finished row and a rerun resumes where it stopped. A damaged row (cut
-short, a value that does not parse, bytes the csv module rejects) is reported with its file
-and line and skipped.
+short, a value that does not parse, a number that is not finite or is negative where it
+cannot be, bytes the csv module rejects) is reported with its file and line and skipped: never
+drawn, never tabled. A file that cannot be used at all (a folder in its place, unreadable,
+another schema) is a ResultsFileError that names it.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import os
+import re
 import sys
 import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Callable, ClassVar, Generic, TypeVar
 
 from backends.environment import Provenance
 from harness.study import Shape
@@ -130,6 +134,10 @@ class E2ERow:
     weights: str
     provenance: Provenance
 
+    # Numbers that may be below zero (a floor measured above a fast backend's time); every
+    # other number of every row is a time, a count, a size, an error or a ratio, never negative.
+    SIGNED: ClassVar[tuple[str, ...]] = ("attention_gpu_share",)
+
     @property
     def measured(self) -> bool:
         return self.status == OK
@@ -224,6 +232,10 @@ class Table(Generic[R]):
         self.key_fields = key
         hints = typing.get_type_hints(row_type)
         self._types = {f.name: hints[f.name] for f in dataclasses.fields(row_type) if f.name != "provenance"}
+        signed = frozenset(getattr(row_type, "SIGNED", ()))
+        # One parser per column, made once: a results file has tens of thousands of cells.
+        self._parsers = {name: _cell_parser(kind, name, name in signed) for name, kind in self._types.items()}
+        self._provenance_parsers = {name: _cell_parser(str, name) for name in PROVENANCE_COLUMNS}
         self.columns = tuple(self._types) + PROVENANCE_COLUMNS
 
     def path(self, results_dir: Path, slug: str) -> Path:
@@ -235,22 +247,32 @@ class Table(Generic[R]):
     # -- reading ---------------------------------------------------------------------
     def read(self, path: Path) -> ReadResult[R]:
         """Every row of `path` that parses; damaged ones are listed in `problems`."""
+        self._check_file(path)
         if not path.exists() or path.stat().st_size == 0:
             return ReadResult([], [])
         rows: list[R] = []
         problems: list[str] = []
-        with _open_text(path) as f:
-            reader = csv.reader(f)
-            header = self._read_header(path, reader)
-            for fields in _records(reader, path, problems):
-                if not fields:
-                    continue
-                try:
-                    _check_text(fields)
-                    rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
-                except ValueError as err:
-                    problems.append(_skipped(path, reader.line_num, err))
+        try:
+            with _open_text(path) as f:
+                reader = csv.reader(f)
+                header = self._read_header(path, reader)
+                for fields in _records(reader, path, problems):
+                    if not fields:
+                        continue
+                    try:
+                        _check_text(fields)
+                        rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
+                    except ValueError as err:
+                        problems.append(_skipped(path, reader.line_num, err))
+        except OSError as err:
+            raise ResultsFileError(f"{path}: cannot read it ({err.strerror or err})") from None
         return ReadResult(rows, problems)
+
+    def _check_file(self, path: Path) -> None:
+        """ResultsFileError where something other than a file stands at `path` (a folder)."""
+        if path.is_dir():
+            raise ResultsFileError(f"{path} is a folder, not a {self.file_name} file: move it away (a GPU's "
+                                   "results are files in its folder)")
 
     def _read_header(self, path: Path, reader: typing.Iterator[list[str]]) -> list[str]:
         """The first row of `reader`, checked: ResultsFileError for a damaged header or the
@@ -278,13 +300,14 @@ class Table(Generic[R]):
     def _parse(self, raw: dict[str, str], count: int, expected: int) -> R:
         if count != expected:
             raise ValueError(f"{count} of {expected} fields")
-        values = {name: _parse_value(raw[name], kind, name) for name, kind in self._types.items()}
-        provenance = Provenance(**{name: _parse_value(raw[name], str, name) for name in PROVENANCE_COLUMNS})
+        values = {name: parse(raw[name]) for name, parse in self._parsers.items()}
+        provenance = Provenance(**{name: parse(raw[name]) for name, parse in self._provenance_parsers.items()})
         return self.row_type(**values, provenance=provenance)
 
     # -- writing ---------------------------------------------------------------------
     def append(self, path: Path, row: R) -> None:
         """Append one row and push it to disk before returning."""
+        self._check_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists() or path.stat().st_size == 0
         if not new:
@@ -335,40 +358,54 @@ def _open_text(path: Path) -> typing.TextIO:
     return path.open(newline="", encoding="utf-8", errors="surrogateescape")
 
 
+_NOT_WRITTEN = re.compile("[\0\udc80-\udcff]")  # bytes the writer never writes (_check_text)
+
+
 def _check_text(fields: list[str]) -> None:
     """ValueError naming the first byte of `fields` the writer never writes: one that was not
     UTF-8 (see _open_text), or a NUL (the zeros a crash or a bad copy can leave in a file;
     csv reads it as text from Python 3.11 on, where before it raised csv.Error)."""
-    for field in fields:
-        for char in field:
-            if char == "\0":
-                raise ValueError("a NUL byte")
-            if "\udc80" <= char <= "\udcff":
-                raise ValueError(f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
+    found = _NOT_WRITTEN.search("".join(fields))
+    if found:
+        char = found.group()
+        raise ValueError("a NUL byte" if char == "\0" else f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 
 
-def _parse_value(text: str, kind: object, name: str) -> object:
-    """One CSV cell as `kind` (str, int, float, bool, or one of them | None)."""
+def _cell_parser(kind: object, name: str, signed: bool = False) -> Callable[[str], object]:
+    """The parser of column `name`: a CSV cell as `kind` (str, int, float, bool, or one of them |
+    None), ValueError otherwise; a number must be finite, and at least zero unless `signed`."""
     optional = False
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         optional, kind = True, args[0]
-    if text == "":
-        if optional:
-            return None
-        raise ValueError(f"{name} is empty")
-    try:
-        if kind is bool:
-            if text not in ("True", "False"):
-                raise ValueError
-            return text == "True"
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        return text
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a {getattr(kind, '__name__', kind)}") from None
+    convert = {bool: _boolean, int: int, float: float}.get(kind)  # type: ignore[call-overload]
+    kind_name = getattr(kind, "__name__", kind)
+
+    def parse(text: str) -> object:
+        if text == "":
+            if optional:
+                return None
+            raise ValueError(f"{name} is empty")
+        if convert is None:
+            return text
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} is not a {kind_name}") from None
+        if convert is not _boolean:
+            if not math.isfinite(value):
+                raise ValueError(f"{name}={text!r} is not a finite number")
+            if value < 0 and not signed:
+                raise ValueError(f"{name}={text!r} is negative")
+        return value
+
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    if text not in ("True", "False"):
+        raise ValueError(text)
+    return text == "True"
 
 
 def _format(value: object) -> str:
@@ -385,6 +422,7 @@ E2E = Table(E2ERow, "e2e.csv", ("backend", "dtype", "mode", "batch", "prompt_tok
 STAGES = Table(StageRow, "stages.csv", ("run", "stage"))
 DECODE_CORRECTNESS = Table(DecodeCorrectnessRow, "decode_correctness.csv", ("backend", "dtype", "case"))
 DECODE_TIMES = Table(DecodeRow, "decode.csv", ("backend", "dtype", "B", "H", "S", "lengths"))
+TABLES = (CORRECTNESS, KERNELS, E2E, STAGES, DECODE_CORRECTNESS, DECODE_TIMES)  # every results file of a GPU's folder
 
 
 def read_reporting(table: Table[R], path: Path) -> list[R]:

@@ -4,7 +4,6 @@ backends' times divides by: the other backend's row of the same run), and the st
 tracks as the registry defines them."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
@@ -14,7 +13,7 @@ from backends.environment import Provenance
 from gpt2.modes import RECOMPUTE
 from harness.results import (CORRECTNESS, E2E, KERNELS, STAGES, CorrectnessRow, E2ERow, KernelRow, ResultsFileError,
                              StageRow, Table, gpu_slugs)
-from harness.study import HEADLINE_SHAPES, Shape
+from harness.study import Shape
 
 R = TypeVar("R", KernelRow, E2ERow, CorrectnessRow)
 
@@ -36,6 +35,18 @@ def registry_row(name: str) -> registry.Backend | None:
         return registry.get(name)
     except registry.UnknownBackendError:
         return None
+
+
+def prefill_backends() -> list[str]:
+    """The rows the prefill benchmarks measure, in registry order: the baselines and the
+    prefill versions (not a composite row, whose parts are measured alone)."""
+    return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL)]
+
+
+def baselines() -> list[str]:
+    """PyTorch's own prefill kernels (naive, the SDPA backends, flex-attention), in registry
+    order: the options a ratio's reference is the fastest of."""
+    return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL) if not b.is_version]
 
 
 def is_version(name: str) -> bool:
@@ -110,11 +121,26 @@ def original_setup(row: E2ERow) -> bool:
     return row.mode == RECOMPUTE.name and row.batch == 1
 
 
-def kernel_ratio(row: KernelRow) -> float | None:
-    """The row's device time over its dtype's kernel reference's at its shape, as the benchmark
-    stored it (the reference measured in the same run); None where it has none, or where it was
-    measured against another reference than the registry names now."""
+def stored_ratio(row: KernelRow) -> float | None:
+    """The row's device time over the registry's kernel reference of its dtype at its shape
+    (sdpa-efficient in float32, sdpa-cudnn in half precision), as the benchmark stored it (the
+    reference measured in the same run); None where it has none, or where it was measured
+    against another reference than the registry names now. The version notes show it, named;
+    every other ratio is to the fastest of PyTorch's kernels (GpuResults.kernel_reference)."""
     return row.ratio_to_reference if row.reference == registry.kernel_reference(row.dtype) else None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a ratio divides by: the fastest of PyTorch's kernels (baselines()) that one run
+    measured at one shape (or generation length) in one dtype."""
+
+    backend: str  # the fastest
+    time: float  # its device time (µs) or GPU time (s)
+    missing: tuple[str, ...]  # baselines that take the dtype but have no time from that run there
+
+    def ratio(self, time: float | None) -> float | None:
+        return None if not time else time / self.time
 
 
 @dataclass
@@ -139,6 +165,8 @@ class GpuResults:
     e2e_every_mode: list[E2ERow] = field(default_factory=list, repr=False)
     _kernel_runs: dict[tuple, KernelRow] = field(init=False, repr=False)
     _e2e_runs: dict[tuple, E2ERow] = field(init=False, repr=False)
+    _kernel_baselines: dict[tuple, list[KernelRow]] = field(init=False, repr=False)
+    _e2e_baselines: dict[tuple, list[E2ERow]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # The latest rows last: where one run wrote a key twice, the row shown is the one found.
@@ -146,6 +174,16 @@ class GpuResults:
                              for r in [*self.measured_kernels, *self.kernels]}
         self._e2e_runs = {(r.backend, r.dtype, r.tokens, r.provenance.setup()): r
                           for r in [*self.measured_e2e, *self.e2e]}
+        # (dtype, shape or tokens, run) -> PyTorch's kernels that run timed there
+        names = set(baselines())
+        self._kernel_baselines: dict[tuple, list[KernelRow]] = {}
+        for (backend, dtype, shape, setup), kernel in self._kernel_runs.items():
+            if backend in names and kernel.us_device_median:
+                self._kernel_baselines.setdefault((dtype, shape, setup), []).append(kernel)
+        self._e2e_baselines: dict[tuple, list[E2ERow]] = {}
+        for (backend, dtype, tokens, setup), e2e in self._e2e_runs.items():
+            if backend in names and e2e.seconds_gpu_median:
+                self._e2e_baselines.setdefault((dtype, tokens, setup), []).append(e2e)
 
     @property
     def empty(self) -> bool:
@@ -194,13 +232,27 @@ class GpuResults:
             return None
         return row.us_device_median / ref.us_device_median
 
-    def end_to_end_ratio(self, row: E2ERow, reference: str) -> float | None:
-        """`row`'s GPU time over `reference`'s at the same length and dtype, measured in the same
-        run; None where either has no GPU time (the reference: none from that run)."""
-        ref = self.end_to_end_in_run(reference, row.tokens, row.dtype, row.provenance)
-        if not row.seconds_gpu_median or ref is None or not ref.seconds_gpu_median:
-            return None
-        return row.seconds_gpu_median / ref.seconds_gpu_median
+    def kernel_reference(self, row: KernelRow) -> Reference | None:
+        """The fastest of PyTorch's kernels that `row`'s run timed at its shape and dtype (the
+        row itself, for a baseline, among them); None where that run timed none there."""
+        timed = self._kernel_baselines.get((row.dtype, row.shape, row.provenance.setup()), [])
+        return _fastest([(x.backend, x.us_device_median) for x in timed], row.dtype, end_to_end=False)
+
+    def kernel_vs_fastest(self, row: KernelRow | None) -> tuple[float | None, Reference | None]:
+        """`row`'s device time over its reference's (kernel_reference), and the reference."""
+        reference = self.kernel_reference(row) if row else None
+        return (reference.ratio(row.us_device_median) if reference and row else None), reference
+
+    def end_to_end_reference(self, row: E2ERow) -> Reference | None:
+        """The fastest of PyTorch's kernels in GPT-2 that `row`'s run timed at its length and
+        dtype (GPU time); None where that run timed none there."""
+        timed = self._e2e_baselines.get((row.dtype, row.tokens, row.provenance.setup()), [])
+        return _fastest([(x.backend, x.seconds_gpu_median) for x in timed], row.dtype, end_to_end=True)
+
+    def end_to_end_vs_fastest(self, row: E2ERow | None) -> tuple[float | None, Reference | None]:
+        """`row`'s GPU time over its reference's (end_to_end_reference), and the reference."""
+        reference = self.end_to_end_reference(row) if row else None
+        return (reference.ratio(row.seconds_gpu_median) if reference and row else None), reference
 
     def e2e_rows(self, tokens: int, dtype: str) -> list[E2ERow]:
         return [r for r in self.e2e if r.tokens == tokens and r.dtype == dtype]
@@ -231,15 +283,12 @@ class GpuResults:
         errors = [r.rel_err for r in self.correctness if r.backend == backend and r.dtype == dtype]
         return max(errors) if errors else None
 
-    def best(self, candidates: Iterable[str], dtype: str, shapes: Sequence[Shape] = HEADLINE_SHAPES) -> str | None:
-        """The candidate with the lowest geometric mean device time over `shapes` (each measured
-        in `dtype`), or None if none has them all."""
-        scores: dict[str, float] = {}
-        for name in candidates:
-            rows = [self.kernel(name, s, dtype) for s in shapes]
-            if all(r is not None and r.us_device_median for r in rows):
-                scores[name] = math.fsum(math.log(r.us_device_median) for r in rows)  # type: ignore[union-attr]
-        return min(scores, key=lambda name: (scores[name], backend_rank(name))) if scores else None
+    def last_measured(self, versions: Sequence[str], dtype: str) -> str | None:
+        """The last of `versions` (a track, in order) with a measured row in `dtype` on this GPU:
+        what the headline and the figures show of a track (its newest step, unless this GPU's
+        sweeps predate it)."""
+        measured = {x.backend for x in [*self.kernels, *self.e2e] if x.dtype == dtype}
+        return next((v for v in reversed(versions) if v in measured), None)
 
     def provenance_line(self, dtype: str | None = None) -> str:
         rows = [r for r in [*self.kernels, *self.e2e] if dtype in (None, r.dtype)]
@@ -264,6 +313,19 @@ class GpuResults:
             dates = sorted(r.provenance.date[:10] for r in rows)
             found.append((commit, dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}", rows))
         return sorted(found, key=lambda item: min(r.provenance.date for r in item[2]))
+
+
+def _fastest(times: Sequence[tuple[str, float]], dtype: str, end_to_end: bool) -> Reference | None:
+    """The Reference among (baseline, time) pairs of one run, ties to registry order; the
+    baselines that take `dtype` (and, end to end, run in GPT-2) but are not among them are its
+    `missing`."""
+    if not times:
+        return None
+    backend, time = min(times, key=lambda item: (item[1], backend_rank(item[0])))
+    timed = {name for name, _ in times}
+    missing = tuple(b for b in baselines() if b not in timed and (row := registry_row(b)) is not None
+                    and row.accepts(dtype) and not (end_to_end and row.end_to_end))
+    return Reference(backend, time, missing)
 
 
 def _latest(rows: list[R], table: Table[R]) -> list[R]:

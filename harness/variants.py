@@ -21,11 +21,11 @@ from pathlib import Path
 
 from backends import registry
 from backends.extension import BUILD_ROOT
-from backends.registry import PROJECT_ROOT, CudaVersion
+from backends.registry import PROJECT_ROOT, KernelVersion
 
 VARIANTS_DIR = BUILD_ROOT / "variants"
 KERNEL_FILE = "attention.cu"
-SPEC_FORM = "NAME=VERSION+PATCH[+PATCH...], e.g. v16p=v16+experiments/v16_1_k_float2.patch"
+SPEC_FORM = "NAME=VERSION+PATCH[+PATCH...], e.g. v16p=v16+experiments/v16/v16_1_k_float2.patch"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # the suffix of a C++ namespace: flash_NAME
 
 
@@ -36,7 +36,7 @@ class VariantError(ValueError):
 @dataclass(frozen=True)
 class VariantSpec:
     name: str
-    base: CudaVersion
+    base: KernelVersion  # a prefill (CudaVersion) or decode (DecodeVersion) step
     patches: tuple[Path, ...]  # applied in this order
 
 
@@ -55,7 +55,7 @@ def parse_spec(text: str, *, cwd: Path | None = None) -> VariantSpec:
         base = registry.get(base_name)
     except registry.UnknownBackendError as err:
         raise VariantError(f"{name}: {err}") from None
-    if not isinstance(base, CudaVersion):
+    if not isinstance(base, KernelVersion):
         raise VariantError(f"{name}: {base_name} is a baseline; only a CUDA version has a kernel file to patch")
     if not patch_texts or not all(patch_texts):
         raise VariantError(f"{text!r}: name one or more patches after the version: {SPEC_FORM}")
@@ -93,7 +93,7 @@ def patched_source(spec: VariantSpec) -> str:
         return target.read_text()
 
 
-def materialize(spec: VariantSpec, root: Path | None = None) -> CudaVersion:
+def materialize(spec: VariantSpec, root: Path | None = None) -> KernelVersion:
     """Write the variant's kernel file to root/NAME/ (default root: build/variants; the file
     is untouched if unchanged, so the build stays incremental) and return its registry
     row: VERSION's, under the variant's name."""

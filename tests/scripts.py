@@ -1,4 +1,4 @@
-"""Loads a standalone script (experiments/*.py, tests/fixtures/make_fixtures.py) as a module,
+"""Loads a standalone script (experiments/tools/*.py, tests/fixtures/make_fixtures.py) as a module,
 for the tests that check what the notes quote from it."""
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_compile_check_refuses_a_malformed_arch(capsys):
 @pytest.mark.parametrize("argv,arch,capability", [
     (["compile-check", "--arch", "sm_13"], "sm_13", "1.3"),
     (["compile-check", "--arch", "sm_75", "--arch", "sm_50"], "sm_50", "5.0"),
-    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16_1_k_float2.patch"], "sm_61", "6.1"),
+    (["try", "--compile-only", "--arch", "sm_61", "a=v16+experiments/v16/v16_1_k_float2.patch"], "sm_61", "6.1"),
 ], ids=["sm_13", "sm_50", "try"])
 def test_an_architecture_older_than_every_version_is_refused(capsys, monkeypatch, argv, arch, capability):
     """sm_13 exited 0 with every version skipped; the oldest the study builds for is 7.5."""
@@ -408,20 +408,25 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
     from backends import registry
     from harness import report
 
-    readme, notes = tmp_path / "README.md", tmp_path / "v01" / "README.md"
-    notes.parent.mkdir()
+    readme, notes, index = tmp_path / "README.md", tmp_path / "v01" / "README.md", tmp_path / "results" / "README.md"
+    for path in (notes, index):
+        path.parent.mkdir()
     readme.write_text("# study\n")
     notes.write_text("# v01\n")
+    index.write_text("# results\n")
     monkeypatch.setattr(report, "README", readme)
+    monkeypatch.setattr(report, "RESULTS_README", index)
     v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
     monkeypatch.setattr(registry, "versions", lambda: [v01])
     assert harness_cli.main(["report"]) == 0  # the committed results
-    assert capsys.readouterr().out.split("\n")[:2] == [f"updated {readme}", f"updated {notes}"]
-    written = readme.stat().st_mtime_ns, notes.stat().st_mtime_ns
+    pages = sorted(index.parent.glob("*/README.md"))
+    assert len(pages) == len(list((PROJECT_ROOT / "results").glob("*/kernels.csv"))), "a page per GPU"
+    assert capsys.readouterr().out.splitlines() == [f"updated {path}" for path in (readme, index, *pages, notes)]
+    written = [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)]
     assert harness_cli.main(["report"]) == 0
-    assert capsys.readouterr().out == ("README.md and versions/*/README.md unchanged: their tables already match the "
-                                       "results\n")
-    assert (readme.stat().st_mtime_ns, notes.stat().st_mtime_ns) == written
+    assert capsys.readouterr().out == ("README.md, results/ and versions/*/README.md unchanged: their tables already "
+                                       "match the results\n")
+    assert [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)] == written
 
 
 def test_bench_e2e_refuses_an_unknown_mode(capsys):
@@ -457,6 +462,38 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=PROJECT_ROOT, env=env or ENV, capture_output=True, text=True, timeout=300)
 
 
+RUN_ALL_ENV = {**ENV, "PYTHON": sys.executable}
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory):
+    """Commands that only read and refuse, started together in the background: each spends its
+    seconds importing torch, which the cores do side by side. started(name) waits for one and
+    returns it as subprocess.run would; any a test did not take (-k) is killed at the end."""
+    empty = tmp_path_factory.mktemp("run-all")
+    commands = {
+        "harness bench-kernels": ([sys.executable, "-m", "harness", "bench-kernels"], ENV),
+        "run_all": (["bash", "run_all.sh"], RUN_ALL_ENV),
+        "run_all 0123456789ab-dirty": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab-dirty"}),
+        "run_all 0123456789ab": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab"}),
+        "run_all unknown backend": (["bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir",
+                                     str(empty), "--plots-dir", str(empty)], RUN_ALL_ENV),
+    }
+    processes = {name: subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True) for name, (args, env) in commands.items()}
+
+    def finished(name: str) -> subprocess.CompletedProcess:
+        proc = processes[name]
+        out, err = proc.communicate(timeout=300)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    yield finished
+    for proc in processes.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
     proc = run(sys.executable, "-m", "gpt2", "--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12",
                "--repeats", "2", "--json")
@@ -474,14 +511,14 @@ def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
     assert result["provenance"]["torch"] == torch.__version__
 
 
-def test_harness_entry_point():
-    proc = run(sys.executable, "-m", "harness", "bench-kernels")
+def test_harness_entry_point(started):
+    proc = started("harness bench-kernels")
     assert proc.returncode == 2 and "no CUDA device is available" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_run_all_checks_for_a_gpu_before_anything_else():
-    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable})
+def test_run_all_checks_for_a_gpu_before_anything_else(started):
+    proc = started("run_all")
     assert proc.returncode == 2, proc.stderr
     assert "no CUDA device is available" in proc.stderr and "--plots-only" in proc.stderr
     assert "installing" not in proc.stdout
@@ -506,10 +543,9 @@ def test_run_all_rejects_unknown_option():
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
 
 
-def test_run_all_refuses_an_unknown_backend_before_anything_runs(tmp_path):
+def test_run_all_refuses_an_unknown_backend_before_anything_runs(started):
     """--plots-only used to ignore --backends v99 and draw."""
-    proc = run("bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir", str(tmp_path),
-               "--plots-dir", str(tmp_path), env={**ENV, "PYTHON": sys.executable})
+    proc = started("run_all unknown backend")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("run_all.sh: --backends: unknown backend 'v99'; valid backends: naive,"), proc.stderr
     assert "==" not in proc.stdout, "no stage may run"
@@ -553,7 +589,7 @@ def test_record_stages_refuses_a_malformed_stage_and_needs_a_gpu(capsys):
 
 def test_try_and_call_refuse_without_a_gpu_saying_what_works(capsys, monkeypatch):
     monkeypatch.chdir(PROJECT_ROOT)
-    variant = "a=v16+experiments/v16_1_k_float2.patch"
+    variant = "a=v16+experiments/v16/v16_1_k_float2.patch"
     harness(["try", variant], capsys, "needs a GPU", "--compile-only works without one")
     harness(["try", variant, variant], capsys, "repeated: a")
     harness(["try", "--rounds", "0", variant], capsys, "--rounds must be at least 1")
@@ -568,11 +604,11 @@ def test_bench_kernels_refuses_fewer_than_one_round_before_looking_for_a_gpu(cap
 
 
 @pytest.mark.parametrize("commit, warned", [("0123456789ab-dirty", True), ("0123456789ab", False)])
-def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned):
+def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned, started):
     """A GPU machine sent the files but an old .git names the wrong commit with '-dirty';
     run_all.sh says so (and how to name the right one) before its GPU check, as `try` does
     in its log (backends.environment.stale_commit_warning)."""
-    proc = run("bash", "run_all.sh", env={**ENV, "PYTHON": sys.executable, "STUDY_COMMIT": commit})
+    proc = started(f"run_all {commit}")
     said = f"run_all.sh: the tree differs from commit 0123456789ab, so what is measured will name {commit}"
     assert (said in proc.stderr) == warned, proc.stderr
     assert ("STUDY_COMMIT=<the commit this tree is>" in proc.stderr) == warned, proc.stderr

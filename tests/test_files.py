@@ -29,12 +29,16 @@ def interrupted(fd: int) -> None:
 
 @pytest.fixture
 def readmes(tmp_path, monkeypatch) -> tuple[Path, Path]:
-    """README.md and one version's notes, in folders of their own, for `report` to update."""
+    """README.md and one version's notes, in folders of their own, for `report` to update (and
+    results/README.md, beside which the GPUs' pages go)."""
     readme, notes = tmp_path / "study" / "README.md", tmp_path / "v01" / "README.md"
     for path, title in ((readme, "# study\n"), (notes, "# v01\n")):
         path.parent.mkdir()
         path.write_text(title)
     monkeypatch.setattr(report, "README", readme)
+    monkeypatch.setattr(report, "RESULTS_README", tmp_path / "results" / "README.md")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "README.md").write_text("# results\n")
     v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
     monkeypatch.setattr(registry, "versions", lambda: [v01])
     return readme, notes

@@ -323,14 +323,30 @@ WRITES = {
 }
 
 
-@pytest.mark.parametrize("module,then", [("harness", "printing"), ("harness", "returning"), ("harness", "exiting"),
-                                         ("gpt2", "printing")])
-def test_a_closed_stdout_ends_the_command_silently(module, then):
+CLOSED_STDOUT_CASES = [("harness", "printing"), ("harness", "returning"), ("harness", "exiting"), ("gpt2", "printing")]
+
+
+@pytest.fixture(scope="module")
+def closed_stdout_processes():
+    """Every case's process, started at once: each spends its first seconds importing torch,
+    which the cores do side by side; each then waits for its test to close its pipes. Any a
+    test did not take (-k) is killed at the end."""
+    processes = {(module, then): subprocess.Popen(
+        [sys.executable, "-c", CLOSED_STDOUT.format(module=module, then=WRITES[then])], cwd=PROJECT_ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for module, then in CLOSED_STDOUT_CASES}
+    yield processes
+    for proc in processes.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("module,then", CLOSED_STDOUT_CASES)
+def test_a_closed_stdout_ends_the_command_silently(module, then, closed_stdout_processes):
     """It ended with a BrokenPipeError traceback (inside main) or 'Exception ignored ...
     BrokenPipeError' and status 120 (at the interpreter's last flush)."""
-    script = CLOSED_STDOUT.format(module=module, then=WRITES[then])
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=PROJECT_ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = closed_stdout_processes[(module, then)]
     assert proc.stdout.readline() == "first\n", proc.stderr.read()
     proc.stdout.close()
     proc.stdin.close()

@@ -1,4 +1,4 @@
-"""experiments/item_timeline.py, which h10's notes quote: it reads only the last launch of a
+"""experiments/tools/item_timeline.py, which h10's notes quote: it reads only the last launch of a
 file and recovers a known per-item cost from synthetic timeline lines."""
 import pytest
 
@@ -7,7 +7,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def timeline():
-    return load_script("experiments/item_timeline.py")
+    return load_script("experiments/tools/item_timeline.py")
 
 
 def synthetic(fixed: int, per_tile: int, first_launch_per_tile: int) -> str:

@@ -1,4 +1,4 @@
-"""experiments/narrow_pair_plan.py: the paired narrow plan computes every causal tile once,
+"""experiments/tools/narrow_pair_plan.py: the paired narrow plan computes every causal tile once,
 and the check catches a mapping that does not."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "tools"))
 import narrow_pair_plan as npp  # noqa: E402
 
 

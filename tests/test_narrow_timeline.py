@@ -1,4 +1,4 @@
-"""experiments/narrow_timeline.py, which versions 22-24's notes quote: it keeps the last
+"""experiments/tools/narrow_timeline.py, which versions 22-24's notes quote: it keeps the last
 call's blocks, and its step and split columns are differences of the recorded cycles."""
 import pytest
 
@@ -7,7 +7,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def timeline():
-    return load_script("experiments/narrow_timeline.py")
+    return load_script("experiments/tools/narrow_timeline.py")
 
 
 def ts_line(block: int, readings: dict[int, int], entry: int = 1_000) -> str:

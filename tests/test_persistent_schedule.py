@@ -1,4 +1,4 @@
-"""experiments/persistent_schedule.py, the model h06's and h07's notes cite: its work items
+"""experiments/tools/persistent_schedule.py, the model h06's and h07's notes cite: its work items
 are the kernels' (counts from h04's plan), and it reproduces the notes' tables."""
 import pytest
 
@@ -7,7 +7,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def schedule():
-    return load_script("experiments/persistent_schedule.py")
+    return load_script("experiments/tools/persistent_schedule.py")
 
 
 @pytest.mark.parametrize("batch,T,items,tiles", [(1, 512, 60, 108), (1, 4096, 264, 4608), (8, 4096, 2112, 36864)])

@@ -17,13 +17,15 @@ from matplotlib.text import Text
 from backends import precision, registry
 from harness import cli as harness_cli
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
-from harness.report import (README, cross_gpu_table, e2e_table, gpu_section, headline_block, readme_text, replace_block,
-                            results_block, version_section)
+from harness.gpu_page import Page, e2e_table, gpu_page
+from harness.markdown import replace_block
+from harness.report import README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text
+from harness.version_notes import version_section
 from backends.registry import PROJECT_ROOT
 from harness.results import E2E, ResultsFileError, gpu_slugs
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
-from harness.tables import load, load_all, name_ranges, original_setup, tracks
+from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
 from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,6 +49,15 @@ def subset(out: Path, keep: Callable[[str, dict[str, str]], bool]) -> Path:
     return out
 
 
+def page(r, results: Path = RESULTS) -> str:
+    """The GPU's page, as `report` writes it into its results folder."""
+    return gpu_page(Page(r, results / r.slug / "README.md", Path("plots"), results))
+
+
+def headline(gpus, results: Path = RESULTS) -> str:
+    return headline_block(Context(gpus, README, Path("plots"), results))
+
+
 def float32_only(out: Path) -> Path:
     """The fixtures without their half-precision rows: what a float32-only sweep leaves."""
     return subset(out, lambda _, row: row.get("dtype", FLOAT32) == FLOAT32)
@@ -64,6 +75,14 @@ def quick_sweep(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def gpus() -> list:
+    """Both fixture GPUs' results, loaded once (GPU A first)."""
+    found = load_all(RESULTS)
+    assert found[0].slug == GPU_A
+    return found
+
+
+@pytest.fixture(scope="module")
 def f32_results(tmp_path_factory) -> Path:
     return float32_only(tmp_path_factory.mktemp("float32-only"))
 
@@ -77,11 +96,11 @@ def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
         assert filecmp.cmp(path, committed, shallow=False), f"{committed} is stale: run {FIXTURES}/make_fixtures.py"
 
 
-def test_fixtures_have_every_dtype_of_every_backend():
-    """Every registry row the kernel benchmark measures (the prefill providers, no composite) in
-    every dtype: measured where it accepts the dtype, refused elsewhere."""
-    r = load(GPU_A, RESULTS)
-    for backend in registry.providing(registry.BACKENDS, registry.PREFILL):
+def test_fixtures_have_every_dtype_of_every_backend(gpus):
+    """Every row the prefill benchmarks measure, in every dtype: measured where it accepts the
+    dtype, refused elsewhere."""
+    r = gpus[0]
+    for backend in map(registry.get, prefill_backends()):
         for dtype in precision.EVERY:
             measured = r.kernel(backend.name, HEADLINE_SHAPES[0], dtype) is not None
             assert measured == backend.accepts(dtype), (backend.name, dtype)
@@ -106,9 +125,8 @@ def _outside(fig) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def drawn() -> dict[str, object]:
+def drawn(gpus) -> dict[str, object]:
     """GPU A's figures and the comparison, from the full fixtures, laid out as when saved."""
-    gpus = load_all(RESULTS)
     figures = {name: fig for name, draw in FIGURES.items() if (fig := draw(gpus[0])) is not None}
     figures[GPU_COMPARISON] = gpu_comparison(gpus)
     for fig in figures.values():
@@ -160,7 +178,7 @@ def test_figures_are_deterministic(drawn, tmp_path):
 
 def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
     """Small multiples per track: the second row of kernel_time_vs_T labels the half-precision
-    versions and bfloat16's reference, none of the float32 versions."""
+    versions and PyTorch's bfloat16 kernels, none of the float32 versions."""
     fig = drawn["kernel_time_vs_T.png"]
     half_row = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("half precision (bfloat16)")]
     assert half_row
@@ -170,15 +188,15 @@ def test_the_half_precision_panels_hold_the_half_track_against_its_dtype(drawn):
     assert not labels & set(FULL_TRACK.versions)
 
 
-def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn):
-    """A progression kernel panel spans its versions and its dtype's reference: in the
+def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_the_edge(drawn, gpus):
+    """A progression kernel panel spans its versions and PyTorch's fastest kernel: in the
     fixtures half-precision naive at B=8 T=4096 is 20x cuDNN, so it gets no line, but a label
     at the panel's top edge with its time, and the scale stops well below it."""
     fig = drawn["progression.png"]
     shape = max(HEADLINE_SHAPES, key=lambda s: s.B * s.T)
     title = f"half precision ({BFLOAT16}): kernel, {shape.label()}"
     ax = next(ax for ax in fig.axes if ax.get_title(loc="left") == title)
-    naive = load_all(RESULTS)[0].kernel("naive", shape, BFLOAT16).us_device_median
+    naive = gpus[0].kernel("naive", shape, BFLOAT16).us_device_median
     reference = registry.kernel_reference(BFLOAT16)
     texts = [t.get_text() for t in ax.texts]
     assert any(t.startswith("naive ↑ ") and t.endswith(" µs") for t in texts), texts
@@ -186,13 +204,13 @@ def test_progression_kernel_panels_span_the_versions_and_name_far_baselines_at_t
     assert ax.get_ylim()[1] < naive / 2, (ax.get_ylim(), naive)
 
 
-def test_looks_set_the_last_steps_and_the_reference_apart():
+def test_looks_set_the_last_steps_apart_and_give_each_baseline_a_colour():
+    """No baseline is drawn as 'the' reference (the fastest differs by shape and run)."""
     last = FULL_TRACK.versions[-1]
     assert look(last, FLOAT32).strong and not look(FULL_TRACK.versions[0], FLOAT32).strong
-    assert look(registry.kernel_reference(FLOAT32), FLOAT32).color == "black"
-    assert look(registry.kernel_reference(FLOAT32), BFLOAT16).color != "black"
-    colours = {look(b, BFLOAT16).color for b in registry.baseline_names()}
-    assert len(colours) == len(registry.baseline_names())  # every baseline its own colour
+    assert look(registry.kernel_reference(FLOAT32), FLOAT32) == look(registry.kernel_reference(FLOAT32), BFLOAT16)
+    colours = {look(b, BFLOAT16).color for b in baselines()}
+    assert len(colours) == len(baselines())  # every baseline its own colour
 
 
 def test_name_ranges_join_consecutive_versions_of_a_track():
@@ -202,14 +220,14 @@ def test_name_ranges_join_consecutive_versions_of_a_track():
 
 
 # -- tables ----------------------------------------------------------------------------------
-def test_tables_come_from_the_csv():
-    r = load(GPU_A, RESULTS)
-    section = gpu_section(r, Path("plots"), README, RESULTS)
+def test_tables_come_from_the_csv(gpus):
+    r = gpus[0]
+    section = page(r)
     naive = r.end_to_end("naive", HEADLINE_TOKENS, FLOAT32)
     assert f"| `naive` | {naive.seconds_gpu_median:.3f} | {naive.seconds_gpu_min:.3f}–" \
            f"{naive.seconds_gpu_max:.3f} | {naive.seconds_eager_median:.3f} |" in section
-    reference = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1], FLOAT32)
-    assert f"| `{registry.KERNEL_REFERENCE}` | {reference.us_device_median:,.0f} |" in section
+    efficient = r.kernel(registry.KERNEL_REFERENCE, HEADLINE_SHAPES[1], FLOAT32)
+    assert f"| `{registry.KERNEL_REFERENCE}` | {efficient.us_device_median:,.0f} |" in section
     assert "`sdpa-flash`: not available for float32" in section
     for backend in registry.BACKENDS:
         if backend.end_to_end:  # a reason on its registry row, shown with the row
@@ -222,7 +240,7 @@ def test_tables_come_from_the_csv():
     ("eager_runs", "eager", "eager min–max", ("eager: 2 runs from Python", "eager: 1 run from Python")),
     ("replays", "gpu", "GPU min–max", ("GPU time: median of 2 replays", "GPU time: 1 replay of")),
 ])
-def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
+def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said, gpus):
     """The fixtures have two eager runs and two timed replays per row (a spread to show); a
     sweep with one of either has no min–max column for it."""
     results = subset(tmp_path, lambda *_: True)
@@ -238,7 +256,7 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
         writer.writeheader()
         writer.writerows(rows)
 
-    two = e2e_table(load(GPU_A, RESULTS), FLOAT32)
+    two = e2e_table(gpus[0], FLOAT32)
     one = e2e_table(load(GPU_A, results), FLOAT32)
     assert f"| {column} |" in two and said[0] in two
     assert column not in one and said[1] in one
@@ -246,11 +264,11 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said):
     assert header.count("|") == rule.count("|") == first.count("|"), "every row has the header's columns"
 
 
-def test_each_precision_has_its_own_section_reference_and_peak():
-    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
-    float32, half = section.split("#### Half precision: bfloat16")
-    assert "#### float32" in float32 and "time / `sdpa-efficient`" in float32 and "of float32 FMA peak" in float32
-    assert "time / `sdpa-cudnn`" in half and "of bfloat16 tensor peak" in half
+def test_each_precision_has_its_own_section_reference_and_peak(gpus):
+    section = page(gpus[0])
+    float32, half = section.split("## Half precision: bfloat16")
+    assert "## float32" in float32 and "| `v11` |" in float32 and "of float32 FMA peak" in float32
+    assert "`sdpa-cudnn` |" in half and "of bfloat16 tensor peak" in half
     assert "logits error, mean / max" in half and "tokens as bfloat16 `naive`" in half
     assert "| `sdpa-math` |" in half and "| **no** |" in half  # the fixtures' one failing half-precision row
     assert f"{FLOAT16}, the same measurements" in half  # float16 in one table beside bfloat16
@@ -261,27 +279,26 @@ def test_each_precision_has_its_own_section_reference_and_peak():
 
 
 def test_float32_only_results_have_no_half_precision_section(f32_results):
-    section = gpu_section(load(GPU_A, f32_results), Path("plots"), README, f32_results)
-    assert "#### float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
+    section = page(load(GPU_A, f32_results), f32_results)
+    assert "## float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
 
 
-def test_sweep_wall_time_comes_from_stages_csv():
+def test_sweep_wall_time_comes_from_stages_csv(gpus):
     """Each run at the results' commit is a row, stage by stage; a run at another commit is
     not shown, and a GPU without stages.csv has no such table."""
-    section = gpu_section(load(GPU_A, RESULTS), Path("plots"), README, RESULTS)
+    section = page(gpus[0])
     assert "| run (UTC) | mode | backends | dtypes | build | correctness gate | kernel benchmark | end-to-end | " \
            "total | stages that failed |" in section
     assert "| 2026-01-01 00:00:00 | full | `all` | `all` | 41 | 65 | – | – | 106 | – |" in section
     assert "| 2026-01-01 01:00:00 | full | `all` | `all` | 1 | 2 | 62 | 401 | 466 | end-to-end |" in section
     assert "2026-01-02" not in section and "| 99 |" not in section
-    commit = load(GPU_A, RESULTS).stages[0].provenance.commit
+    commit = gpus[0].stages[0].provenance.commit
     assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
-    other = gpu_section(load("fixture-gpu-b-synthetic-numbers", RESULTS), Path("plots"), README, RESULTS)
+    other = page(load("fixture-gpu-b-synthetic-numbers", RESULTS))
     assert "Sweep wall time" not in other
 
 
-def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
-    gpus = load_all(RESULTS)
+def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype(gpus):
     table = cross_gpu_table(gpus)
     header = table.splitlines()[2]
     for r in gpus:
@@ -292,30 +309,32 @@ def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype():
     assert f"{gpus[1].kernel('v11', HEADLINE_SHAPES[0], FLOAT32).us_device_median:.1f}" in v11
     cudnn = [line for line in table.splitlines() if line.startswith("| `sdpa-cudnn` |")]
     assert len(cudnn) == 1 and "| bfloat16 |" in cudnn[0]  # float16: each GPU's section
-    assert "The float16 rows are in each GPU's section." in table
+    assert "The float16 rows are on each GPU's page." in table
 
 
-def test_version_notes_show_every_note_shape_and_the_ratio():
-    r = load(GPU_A, RESULTS)
+def test_version_notes_show_every_note_shape_and_the_ratio(gpus):
+    r = gpus[0]
     text = version_section(r, registry.get("v11"))
     for shape in VERSION_NOTE_SHAPES:
         assert f"kernel device µs, {shape.label()}" in text
     assert f"{HEADLINE_TOKENS}-token generation, GPU s" in text
-    assert "| measure | `v10` | `v11` | change | `v11` / `sdpa-efficient` |" in text
-    ratio = r.kernel("v11", VERSION_NOTE_SHAPES[0], FLOAT32).ratio_to_reference
-    assert f"{ratio:.2f} |" in text
+    assert ("| measure | `v10` | `v11` | change | `v11` / fastest PyTorch | fastest PyTorch, same run | "
+            "`v11` / `sdpa-efficient` |") in text
+    row = r.kernel("v11", VERSION_NOTE_SHAPES[0], FLOAT32)
+    assert f"| {r.kernel_vs_fastest(row)[0]:.2f} | `{registry.KERNEL_REFERENCE}` | {row.ratio_to_reference:.2f} |" \
+        in text
 
 
-def test_a_half_version_is_read_against_its_parent_in_its_own_dtype():
+def test_a_half_version_is_read_against_its_parent_in_its_own_dtype(gpus):
     """h06's parent is h04 (not h05), compared in bfloat16 against sdpa-cudnn; h01's parent is
     the float32 v17, and its block says so."""
-    r = load(GPU_A, RESULTS)
+    r = gpus[0]
     later = next(v for v in HALF_TRACK.versions if registry.get(v).parent not in (None, *FULL_TRACK.versions)
                  and registry.names().index(registry.get(v).parent) != registry.names().index(v) - 1)
     parent = registry.get(later).parent
     text = version_section(r, registry.get(later))
-    assert f"| measure | `{parent}` | `{later}` ({BFLOAT16}) | change | `{later}` / `sdpa-cudnn` | `{later}` " \
-           f"({FLOAT16}) |" in text
+    assert f"| measure | `{parent}` | `{later}` ({BFLOAT16}) | change | `{later}` / fastest PyTorch | fastest " \
+           f"PyTorch, same run | `{later}` / `sdpa-cudnn` | `{later}` ({FLOAT16}) |" in text
     before = r.kernel(parent, VERSION_NOTE_SHAPES[0], BFLOAT16).us_device_median
     assert f"| kernel device µs, {VERSION_NOTE_SHAPES[0].label()} | {before:.1f} |" in text
     first = registry.get(HALF_TRACK.versions[0])
@@ -330,12 +349,15 @@ def test_a_version_without_rows_is_not_measured(f32_results):
 
 
 # -- the README ------------------------------------------------------------------------------
-def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results):
-    full = headline_block(load_all(RESULTS), Path("plots"), README)
-    assert "PyTorch's fastest, bfloat16" in full and "PyTorch's fastest, float32" in full
+def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results, gpus):
+    full = headline(gpus)
+    last_full, last_half = FULL_TRACK.versions[-1], HALF_TRACK.versions[-1]
+    assert f"PyTorch's fastest in `{last_half}`'s run, bfloat16" in full
+    assert f"PyTorch's fastest in `{last_full}`'s run, float32" in full
     assert f"`{FULL_TRACK.versions[0]}`: the first step, float32" in full
-    only = headline_block(load_all(f32_results), Path("plots"), README)
-    assert "PyTorch's fastest, float32" in only and "bfloat16" not in only
+    assert f"`{last_full}`: the last step, float32" in full and f"`{last_half}`: the last step, bfloat16" in full
+    only = headline(load_all(f32_results), f32_results)
+    assert f"PyTorch's fastest in `{last_full}`'s run, float32" in only and "bfloat16" not in only
     for version in HALF_TRACK.versions:
         assert f"`{version}`" not in only
 
@@ -352,16 +374,18 @@ def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, 
     for version in registry.versions():  # both tracks listed, each step linked
         assert f"[`{version.name}`](versions/{version.folder}/)" in text
     assert "CUDA >= " not in text  # a compute capability, not a toolkit version
-    assert ("#### Half precision: bfloat16" in text) == with_half
-    assert ("| `h01` | bfloat16 |" in text) == with_half
+    assert (f"| bfloat16 | `{HALF_TRACK.versions[-1]}` |" in text) == with_half
+    assert (f"| float32 | `{FULL_TRACK.versions[-1]}` |" in text)
+    assert len(text.splitlines()) < 450, "the front page stays short: the tables are on the GPUs' pages"
 
 
-def test_the_committed_readme_links_only_to_files_that_exist():
-    text = README.read_text()
-    root = README.parent
-    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
-        if not re.match(r"[a-z]+://", target):
-            assert (root / target).exists(), target
+def test_the_committed_pages_link_only_to_files_that_exist():
+    pages = [README, RESULTS_README, *RESULTS_README.parent.glob("*/README.md")]
+    assert len(pages) > 2, "each GPU of results/ has its page"
+    for path in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)\)", path.read_text()):
+            if not re.match(r"[a-z]+://", target):
+                assert (path.parent / target).exists(), f"{path}: {target}"
 
 
 # -- writing and reading ---------------------------------------------------------------------
@@ -370,7 +394,7 @@ def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they
     rows, other batches and their status rows, in the same e2e.csv, are kept apart."""
     results = subset(tmp_path / "results", lambda *_: True)
     before = load(GPU_A, results)
-    text = results_block([before], Path("plots"), README, results)
+    text = page(before, results)
     path = E2E.path(results, GPU_A)
     originals = [r for r in E2E.read(path).rows if r.dtype == FLOAT32 and r.tokens == HEADLINE_TOKENS]
     others = [dataclasses.replace(r, mode=mode, batch=batch, seconds_gpu_median=r.seconds_gpu_median and 1e-3,
@@ -383,17 +407,21 @@ def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they
     assert len(after.e2e_every_mode) == len(before.e2e_every_mode) + sum(r.measured for r in others)
     assert {(r.mode, r.batch) for r in after.e2e} == {("recompute", 1)}
     assert after.e2e == before.e2e and after.not_measured == before.not_measured
-    assert results_block([after], Path("plots"), README, results) == text
+    assert page(after, results) == text
 
 
 def test_the_committed_results_read_with_the_current_schema():
     """results/*/e2e.csv were written before the mode and batch columns (migrated as recompute,
-    batch 1): every row parses, and the tables hold the original setup's rows."""
+    batch 1): every row parses, and the tables hold the original setup's rows. The one damaged
+    value on record (an H100 row whose device minimum came out negative, -2.1 us, the L2 flush
+    subtracted from a 10 us call; results/README.md lists it) is a measurement, not a schema."""
     committed = PROJECT_ROOT / "results"
     for slug in gpu_slugs(committed):
         r = load(slug, committed)
-        assert r.problems == [], (slug, r.problems[:3])
+        unparsed = [p for p in r.problems if "is negative" not in p]
+        assert unparsed == [], (slug, unparsed[:3])
         assert r.e2e and all(original_setup(x) for x in r.e2e), slug
+
 
 def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys):
     before = README.read_text()
@@ -401,7 +429,7 @@ def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, caps
     assert harness_cli.main(["report", "--results-dir", str(RESULTS), "--plots-dir", str(tmp_path),
                              "--output", str(out)]) == 0
     assert README.read_text() == before
-    assert "### All GPUs" in out.read_text() and "Fixture GPU B" in out.read_text()
+    assert "Every GPU side by side" in out.read_text() and "# Results: Fixture GPU B" in out.read_text()
 
 
 def test_generated_block_replaces_only_its_markers():
@@ -445,25 +473,23 @@ def test_old_schema_gives_a_message_naming_the_file(tmp_path, capsys):
     assert str(folder / "kernels.csv") in err and "Traceback" not in err
 
 
-def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch):
+def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch, gpus):
     """The file names (the figures themselves are drawn by the tests above)."""
     from harness import plots
 
     monkeypatch.setattr(plots, "save", lambda fig, path: path)
     monkeypatch.setattr(plots, "FIGURES", {name: lambda r: object() for name in FIGURES})
     monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: object())
-    gpus = load_all(RESULTS)
     written = plot_all(gpus, tmp_path)
     assert set(written) == {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
 
 
-def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path):
+def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path, drawn):
     """A version added after a GPU's last sweep leaves an empty column in the headline and
     progression figures: their footers say which versions, and say nothing when all were measured."""
     last = FULL_TRACK.versions[-1]
     unmeasured = load_all(subset(tmp_path, lambda _, row: row.get("backend") != last))[0]
-    complete = load_all(RESULTS)[0]
     for name in (HEADLINE_FIGURE, "progression.png"):
         footer = " ".join(t.get_text() for t in FIGURES[name](unmeasured).texts)
         assert f"Not measured on this GPU: {last}." in footer, (name, footer)
-        assert "Not measured on this GPU" not in " ".join(t.get_text() for t in FIGURES[name](complete).texts), name
+        assert "Not measured on this GPU" not in " ".join(t.get_text() for t in drawn[name].texts), name

@@ -1,4 +1,4 @@
-"""experiments/row_block_plans.py, the model h13's notes cite: its tile counts are the
+"""experiments/tools/row_block_plans.py, the model h13's notes cite: its tile counts are the
 kernels' (h12's and h13's row blocks), and it gives the notes' makespans."""
 import pytest
 
@@ -7,7 +7,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def plans():
-    return load_script("experiments/row_block_plans.py")
+    return load_script("experiments/tools/row_block_plans.py")
 
 
 @pytest.mark.parametrize("T,h12,h13", [(256, 4, 3), (512, 9, 8), (1024, 32, 27), (2048, 101, 96), (4096, 384, 363)])

@@ -1,4 +1,4 @@
-"""experiments/small_t_timeline.py, which h15's and the experiments' notes quote: it keeps
+"""experiments/tools/small_t_timeline.py, which h15's and the experiments' notes quote: it keeps
 only each shape's last call, and its medians are the synthetic blocks' readings in µs."""
 import pytest
 
@@ -7,7 +7,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def timeline():
-    return load_script("experiments/small_t_timeline.py")
+    return load_script("experiments/tools/small_t_timeline.py")
 
 
 def block_line(block: int, n: int, stored_cycles: int, fields: int = 24) -> str:

@@ -1,4 +1,4 @@
-"""experiments/split_once_model.py, the arithmetic issue 19's first step rests on: it
+"""experiments/tools/split_once_model.py, the arithmetic issue 19's first step rests on: it
 reproduces version 18's notes (cycles per tile, the bound at B=8, T=4096) and counts the
 causal tiles and loads of each row-block size."""
 import pytest
@@ -8,7 +8,7 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def model():
-    return load_script("experiments/split_once_model.py")
+    return load_script("experiments/tools/split_once_model.py")
 
 
 def test_tile_counts(model):

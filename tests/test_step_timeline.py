@@ -1,4 +1,4 @@
-"""experiments/step_timeline.py and experiments/sass_stalls.py, which h21's notes and the
+"""experiments/tools/step_timeline.py and experiments/tools/sass_stalls.py, which h21's notes and the
 experiments notes quote: the timeline summary reads only the last launch and recovers known
 phase lengths; the SASS reader sums the control bits' fixed stalls of the right function,
 region by region."""
@@ -9,12 +9,12 @@ from tests.scripts import load_script
 
 @pytest.fixture(scope="module")
 def timeline():
-    return load_script("experiments/step_timeline.py")
+    return load_script("experiments/tools/step_timeline.py")
 
 
 @pytest.fixture(scope="module")
 def sass():
-    return load_script("experiments/sass_stalls.py")
+    return load_script("experiments/tools/sass_stalls.py")
 
 
 def steps(phases: tuple[int, ...], period: int) -> str:

@@ -25,22 +25,25 @@ from harness.try_variants import Case, Log, built_arch, check, header, time_tabl
 from harness.variants import VariantError, VariantSpec, materialize, parse_spec, patched_source
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"
-K_FLOAT2 = "experiments/v16_1_k_float2.patch"
-PIPELINE = "experiments/v16_2_pipeline.patch"
-V17_PIPELINE = "experiments/v17_1_pipeline.patch"
-WGMMA = "experiments/v16w_1_wgmma.patch"
-WGMMA_SPLIT = "experiments/v16w_2_split_pass.patch"
-WGMMA_PROBE = EXPERIMENTS / "wgmma_tf32_probe.cu"
+K_FLOAT2 = "experiments/v16/v16_1_k_float2.patch"
+PIPELINE = "experiments/v16/v16_2_pipeline.patch"
+V17_PIPELINE = "experiments/v17/v17_1_pipeline.patch"
+WGMMA = "experiments/v16/v16w_1_wgmma.patch"
+WGMMA_SPLIT = "experiments/v16/v16w_2_split_pass.patch"
+WGMMA_PROBE = EXPERIMENTS / "tools" / "wgmma_tf32_probe.cu"
 
 
 def chains() -> dict[str, list[Path]]:
-    """experiments/vNN[tag]_<k>_<what>.patch grouped by chain (vNN and its tag: v16_1, v16_2 are
-    one chain, v16w_1 another on the same version), in file-name order."""
+    """experiments/vNN/vNN[tag]_<k>_<what>.patch grouped by chain (vNN and its tag: v16_1, v16_2
+    are one chain, v16w_1 another on the same version), in file-name order; every patch lies in
+    its version's folder."""
     grouped: dict[str, list[Path]] = {}
-    for patch in sorted(EXPERIMENTS.glob("*.patch")):
-        match = re.match(r"^([vh]\d\d[a-z]*)_\d+_", patch.name)
-        assert match, f"{patch.name}: experiments/ names patches vNN[tag]_<position>_<what>.patch (or hNN...)"
-        grouped.setdefault(match[1], []).append(patch)
+    assert not list(EXPERIMENTS.glob("*.patch")), "a patch lies in its version's folder, experiments/vNN/"
+    for patch in sorted(EXPERIMENTS.glob("*/*.patch"), key=lambda p: p.name):
+        match = re.match(r"^([vhd]\d\d)[a-z]*_\d+_", patch.name)
+        assert match, f"{patch.name}: experiments/ names patches vNN[tag]_<position>_<what>.patch (or hNN, dNN...)"
+        assert patch.parent.name == match[1], f"{patch}: a patch of {match[1]} belongs in experiments/{match[1]}/"
+        grouped.setdefault(patch.name.split("_")[0], []).append(patch)
     return grouped
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Formats the kernels (versions/*/attention.cu), the shared glue (versions/common/*) and the
-# standalone CUDA programs of experiments/ (experiments/*.cu)
+# standalone CUDA programs of experiments/ (experiments/tools/*.cu)
 # with clang-format 18 and the repository's .clang-format.
 #
 #   tools/format.sh                 format every such file in place
@@ -43,7 +43,7 @@ if [[ $# -gt 0 ]]; then
 else
   shopt -s nullglob
   files=("$root"/versions/*/attention.cu "$root"/versions/common/*.h "$root"/versions/common/*.cpp
-         "$root"/versions/common/*.cu "$root"/experiments/*.cu)
+         "$root"/versions/common/*.cu "$root"/experiments/tools/*.cu)
 fi
 
 if [[ $check -eq 0 ]]; then

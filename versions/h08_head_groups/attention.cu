@@ -6,7 +6,7 @@
 // was longest-first across the whole grid, and the hardware's greedy hand-out of
 // longest-first blocks balanced the SMs. Head-major, the next head's longest row block waits
 // behind the current head's short ones: 46% slower at B=1, T=4096, and at B=8 the
-// imbalance ate the memory's gain (experiments/persistent_schedule.py models both).
+// imbalance ate the memory's gain (experiments/tools/persistent_schedule.py models both).
 //
 // Here the heads go in groups of heads_per_group(T): as many as keep two groups' K and V
 // (256 T bytes a head) within 32 MB of the 50 MB L2: 16 heads at T=4096 (GPT-2's 12 heads at

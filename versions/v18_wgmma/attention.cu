@@ -7,7 +7,7 @@
 // warpgroup (4 warps), reads its B operand straight from shared memory through a matrix
 // descriptor, and runs asynchronously from the warps, which go on with other work until
 // they wait for it. On an H100 its TF32 rate, measured alone, is 400-490 TFLOP/s against
-// mma.sync's 323 (experiments/wgmma_tf32_probe.cu). It exists only in the arch-specific
+// mma.sync's 323 (experiments/tools/wgmma_tf32_probe.cu). It exists only in the arch-specific
 // target sm_90a: this version is built for it alone and runs on compute capability 9.0.
 //
 // One thread block is one warpgroup, 4 warps = 128 threads, and computes one split of
@@ -31,7 +31,7 @@
 //   D (64 x 64, f32):   d[n][0] = D[g][8n + 2t], d[n][1] = D[g][8n + 2t + 1],
 //                       d[n][2] = D[g + 8][8n + 2t], d[n][3] = D[g + 8][8n + 2t + 1]
 // the same as mma.m16n8k8's per warp, so the softmax and the C-to-A reuse of P are version
-// 16's. experiments/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
+// 16's. experiments/tools/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
 //
 // Shared-memory operands (B of both products) are K-major: each of the 64 rows (n) holds
 // its k values contiguously, in 128-byte rows of 32 TF32 with the 128-byte swizzle: in

@@ -6,7 +6,7 @@
 // copy, split K, S = Q K^T, split V, softmax, P V. Two blocks per SM overlap those chains
 // only in part (ncu at B=8, T=4096: tensor pipe 56% busy). Its shared memory is the
 // tighter unit: every block splits every K_j and V_j it reads, so each tile is split once
-// per row block of 64 rows (experiments/split_once_model.py). This version changes who
+// per row block of 64 rows (experiments/tools/split_once_model.py). This version changes who
 // does what:
 //   - the producer warpgroup (128 threads) issues the cp.async copies of raw K_j, V_j two
 //     tiles ahead, splits each landed tile into K_j's and V_j^T's TF32 hi and lo parts
@@ -29,7 +29,7 @@
 //   D (64 x 64, f32):   d[n][0] = D[g][8n + 2t], d[n][1] = D[g][8n + 2t + 1],
 //                       d[n][2] = D[g + 8][8n + 2t], d[n][3] = D[g + 8][8n + 2t + 1]
 // the same as mma.m16n8k8's per warp, so the softmax and the C-to-A reuse of P are version
-// 16's. experiments/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
+// 16's. experiments/tools/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
 //
 // Shared-memory operands (B of both products) are K-major: each of the 64 rows (n) holds
 // its k values contiguously, in 128-byte rows of 32 TF32 with the 128-byte swizzle: in

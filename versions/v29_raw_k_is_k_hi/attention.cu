@@ -8,7 +8,7 @@
 // about 410-670 cycles instead of 510-830. The three-consumer kernel keeps version 28's
 // split: there the second consumer's S_j comes a turn after the first's, and holding raw
 // K_j that long delays the refill (7-12% slower at B=8,
-// experiments/v28h_1_k_hi_is_raw_k.patch). Nothing else changes.
+// experiments/v28/v28h_1_k_hi_is_raw_k.patch). Nothing else changes.
 //
 // Version 28's notes, kept as they were:
 //
@@ -142,7 +142,7 @@
 //   D (64 x 64, f32):   d[n][0] = D[g][8n + 2t], d[n][1] = D[g][8n + 2t + 1],
 //                       d[n][2] = D[g + 8][8n + 2t], d[n][3] = D[g + 8][8n + 2t + 1]
 // the same as mma.m16n8k8's per warp, so the softmax and the C-to-A reuse of P are version
-// 16's. experiments/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
+// 16's. experiments/tools/wgmma_tf32_probe.cu checks both layouts and the shared-memory one.
 //
 // Shared-memory operands (B of both products) are K-major: each of the 64 rows (n) holds
 // its k values contiguously, in 128-byte rows of 32 TF32 with the 128-byte swizzle: in
@@ -810,7 +810,7 @@ __device__ void produce(unsigned char* stage_base,
     // passes, each reading its 4 chunks before storing any part. The compiler cannot tell
     // the raw buffer from the stage (both are bytes of shared memory), so it kept each
     // pass's read behind the last pass's stores, and the 8 passes ran one after the other
-    // (the timeline: about 900 cycles for K's pass, experiments/v22t_1_timeline.patch).
+    // (the timeline: about 900 cycles for K's pass, experiments/v22/v22t_1_timeline.patch).
     // Halves, not all 8 at once: 16 registers of reads, where the three-consumer kernel's
     // producer has 56 (all 8 spilled there). V's pass below already reads each half's 4
     // rows before storing them.
@@ -1159,9 +1159,9 @@ NarrowPlan narrow_plan(const Args& a, const DeviceLimits& limits) {
   if (heads * T_n <= slots)
     while (L - 1 >= ceil_div(T_n, kMaxPieces) && narrow_blocks(heads, T_n, L - 1) <= slots) --L;
   // Version 24's merge through global memory cost about two tiles of the chain (2.6 µs for
-  // one partial at T=512, experiments/v24t_1_timeline.patch), so it cut only where that
+  // one partial at T=512, experiments/v24/v24t_1_timeline.patch), so it cut only where that
   // saved 3 tiles; on chip (version 26) it costs about 300 cycles, and a cut that saves 2
-  // pays (B=1, T=256: 4 tiles to 2; experiments/v27m_1_cut_saving_one_tile.patch measured
+  // pays (B=1, T=256: 4 tiles to 2; experiments/v27/v27m_1_cut_saving_one_tile.patch measured
   // it, and that a cut saving 1 tile, T=128, does not).
   if (T_n - L < kMinTilesSaved) L = T_n;
   return {T_n, L, pieces_of_row_block(T_n - 1, L), narrow_blocks(heads, T_n, L)};
@@ -1426,9 +1426,9 @@ __global__ void __launch_bounds__(kNarrowThreads, 1)
     wgmma_commit();
     // P_{j-1} V_{j-1} behind S_j, in three parts: k steps 0-2 now, 3-5 once the softmax has
     // the rows' maxima, 6-7 halfway through its exponentials. A warpgroup's issue waits
-    // while the tensor cores hold about 8 wgmma (experiments/overlap_probe.cu), so the 48
+    // while the tensor cores hold about 8 wgmma (experiments/tools/overlap_probe.cu), so the 48
     // of S and P V issued at once kept the softmax waiting until most of P V had run (the
-    // timeline, experiments/v22t_1_timeline.patch); issued in parts, each part is taken
+    // timeline, experiments/v22/v22t_1_timeline.patch); issued in parts, each part is taken
     // at once, and the tensor cores still always have the next one queued.
     wgmma_fence();
     wgmma_tf32x3</*kOverwrite=*/true, 0, 3>(pv, p_hi, p_lo, v_hi, v_lo);
