@@ -43,36 +43,32 @@ def versions_used(items: list[pytest.Item], fixture: str = "version_ops") -> set
     return names
 
 
-@pytest.fixture(scope="session")
-def version_ops(request: pytest.FixtureRequest) -> VersionOps:
-    """The op of every version the selected tests use (all of them without -k), if this GPU
-    can run it, built once per session in parallel (a no-op when build/ is up to date)."""
+def built_ops(request: pytest.FixtureRequest, fixture: str, versions: list) -> VersionOps:
+    """The op of every one of `versions` that the selected tests taking `fixture` use (all of
+    them without -k), if this GPU can run it, built once per session in parallel (a no-op when
+    build/ is up to date)."""
     from backends.extension import load_op
     from harness.build import build_all
 
-    used = versions_used(request.session.items)
-    selected = [v for v in registry.versions() if used is None or v.name in used]
+    used = versions_used(request.session.items, fixture)
+    selected = [v for v in versions if used is None or v.name in used]
     runnable, unavailable = registry.partition(selected, Target.of("cuda"))
     results = build_all(runnable)
     failed = [r for r in results if not r.ok]
     assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)
     return VersionOps({v.name: load_op(v) for v in runnable}, unavailable)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def version_ops(request: pytest.FixtureRequest) -> VersionOps:
+    """The prefill op (causal_attention) of every prefill version the selected tests use."""
+    return built_ops(request, "version_ops", registry.versions())
 
 
 @pytest.fixture(scope="session")
 def decode_ops(request: pytest.FixtureRequest) -> VersionOps:
-    """The decode op of every decode version the selected tests use, as version_ops does for
-    the prefill versions."""
-    from backends.extension import load_op
-    from harness.build import build_all
-
-    used = versions_used(request.session.items, "decode_ops")
-    selected = [v for v in registry.decode_versions() if used is None or v.name in used]
-    runnable, unavailable = registry.partition(selected, Target.of("cuda"))
-    results = build_all(runnable)
-    failed = [r for r in results if not r.ok]
-    assert not failed, "versions failed to build:\n" + "\n".join(f"{r.name}: {r.error}" for r in failed)
-    return VersionOps({v.name: load_op(v) for v in runnable}, unavailable)  # type: ignore[arg-type]
+    """The decode op (decode_attention) of every decode version the selected tests use."""
+    return built_ops(request, "decode_ops", registry.decode_versions())
 
 
 @pytest.fixture(scope="session")
