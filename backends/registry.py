@@ -278,8 +278,9 @@ class FlexBaseline(Backend):
         return flex_decode_for(device)
 
     # The decode benchmark times the dynamic-shape compilation (decode_attention): one or two
-    # compilations per dtype, where one per shape would be 20 per dtype, a minute or more each
-    # sweep for a kernel whose time is bytes over bandwidth at every shape but the smallest.
+    # compilations per dtype. One per shape would be 20 per dtype; the first decode compilation
+    # took about 6 s on an H200 (log results/nvidia-h200/experiments/2026-11-27_2), so about six
+    # minutes a sweep, more than the rest of the decode benchmark together.
 
     def prepare_generation(self, model: GPT2, max_tokens: int, *, batch: int = 1, kind: OpKind = PREFILL) -> None:
         weight = next(model.parameters())
