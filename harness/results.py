@@ -145,6 +145,16 @@ class E2ERow:
     def model_description(self) -> str:
         return f"{self.n_layer} layers, {self.n_head} heads, width {self.n_embd}"
 
+    @property
+    def generated_in_batch(self) -> int:
+        """Tokens generated (not given) in all `batch` sequences: what tokens/s counts."""
+        return self.batch * (self.tokens - self.prompt_tokens)
+
+    @property
+    def eager_tokens_per_second(self) -> float | None:
+        """Generated tokens of every sequence over the eager median (host included)."""
+        return self.generated_in_batch / self.seconds_eager_median if self.seconds_eager_median else None
+
 
 @dataclass(frozen=True)
 class StageRow:

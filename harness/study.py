@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backends import precision
 from backends.registry import HEAD_DIM
 from gpt2.prompts import STUDY_PROMPT_TOKENS
 
@@ -60,11 +61,27 @@ HEADLINE_TOKENS = TOKEN_COUNTS[-1]  # the README's end-to-end table and the cros
 # study's prompt alone, or long enough that prefill counts), a fixed number of tokens generated
 # per sequence (P=512 then runs to 576 tokens).
 KV_BATCHES = (1, 8, 64)
-KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS, 512)
+LONG_PROMPT_TOKENS = 512
+KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS, LONG_PROMPT_TOKENS)
 KV_NEW_TOKENS = 64
 QUICK_KV_BATCHES = (1, 8)
 QUICK_KV_PROMPT_TOKENS = (STUDY_PROMPT_TOKENS,)
 QUICK_KV_NEW_TOKENS = 32
+
+
+@dataclass(frozen=True, order=True)
+class KvPlan:
+    """A KV-cache generation's batch and prompt (the rows of e2e.csv in mode kv-cache)."""
+
+    batch: int
+    prompt_tokens: int
+
+    def label(self) -> str:
+        return f"B={self.batch} P={self.prompt_tokens}"
+
+
+# The README's KV-cache headline: a served batch of long prompts.
+KV_HEADLINE = KvPlan(8, LONG_PROMPT_TOKENS)
 
 # Correctness gate: T = 2, partial tiles of every tile size, B > 1, both GPT-2 widths. (T = 1
 # is in the GPU tests of every version; here it would cost flex-attention a third compilation,
@@ -128,3 +145,10 @@ QUICK_DECODE_SHAPES = (DecodeShape(1, GPT2_HEADS, 1024), DecodeShape(8, GPT2_HEA
 # shapes x 3 dtypes x 13 backends) takes about a minute and a half of an H200 (one round of 10
 # backends took 40 s, log 2026-11-27_2).
 DECODE_ROUNDS = 2
+# Each decode version's "Measured" block in versions/d*/README.md: (dtype, shape), from latency
+# (batch 1) to bandwidth (large batches, long caches), float32's largest, and a ragged batch.
+DECODE_NOTE_SHAPES = (
+    *((precision.BFLOAT16, DecodeShape(B, GPT2_HEADS, S)) for B, S in ((1, 1024), (1, 16384), (8, 1024), (64, 4096),
+                                                                        (128, 16384))),
+    (precision.FLOAT32, DecodeShape(128, GPT2_HEADS, 16384)),
+    (precision.BFLOAT16, DecodeShape(8, GPT2_HEADS, 16384, RAMP)))

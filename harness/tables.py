@@ -1,21 +1,28 @@
 """One GPU's results, loaded once for plots and tables: the latest row per measurement (what
 the tables show), every measured row by the run that measured it (what a ratio of two
 backends' times divides by: the other backend's row of the same run), and the study's two
-tracks as the registry defines them."""
+tracks as the registry defines them. Beside the prefill kernels and the original setup's
+generation: the decode benchmark (decode.csv), its gate (decode_correctness.csv) and the
+KV-cache generation rows of e2e.csv, each of which a GPU may not have yet (empty lists)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence, TypeVar
+from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from backends import precision, registry
 from backends.environment import Provenance
-from gpt2.modes import RECOMPUTE
-from harness.results import (CORRECTNESS, E2E, KERNELS, STAGES, CorrectnessRow, E2ERow, KernelRow, ResultsFileError,
-                             StageRow, Table, gpu_slugs)
-from harness.study import Shape
+from gpt2.modes import KV_CACHE, RECOMPUTE
+from harness.markdown import DASH
+from harness.results import (CORRECTNESS, DECODE_CORRECTNESS, DECODE_TIMES, E2E, KERNELS, STAGES, CorrectnessRow,
+                             DecodeCorrectnessRow, DecodeRow, E2ERow, KernelRow, ResultsFileError, StageRow, Table,
+                             gpu_slugs)
+from harness.study import DecodeShape, KvPlan, Shape
 
-R = TypeVar("R", KernelRow, E2ERow, CorrectnessRow)
+R = TypeVar("R", KernelRow, E2ERow, CorrectnessRow, DecodeRow, DecodeCorrectnessRow)
+Timed = TypeVar("Timed", KernelRow, E2ERow, DecodeRow)
+Shown = KernelRow | E2ERow | DecodeRow  # a row a table shows
 
 
 def backend_rank(name: str) -> int:
@@ -43,10 +50,29 @@ def prefill_backends() -> list[str]:
     return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL)]
 
 
-def baselines() -> list[str]:
-    """PyTorch's own prefill kernels (naive, the SDPA backends, flex-attention), in registry
+def baselines(kind: registry.OpKind = registry.PREFILL) -> list[str]:
+    """PyTorch's own kernels of `kind` (naive, the SDPA backends, flex-attention), in registry
     order: the options a ratio's reference is the fastest of."""
-    return [b.name for b in registry.providing(registry.BACKENDS, registry.PREFILL) if not b.is_version]
+    return [b.name for b in registry.providing(registry.BACKENDS, kind) if not b.is_version]
+
+
+def study_pair() -> registry.StudyPair | None:
+    """The registry's row of the study's own kernels for KV-cache generation (a composite)."""
+    return next((b for b in registry.BACKENDS if isinstance(b, registry.StudyPair)), None)
+
+
+def study_parts(dtype: str) -> str:
+    """'v29 + d07': the versions the study's row runs in `dtype` (the registry's last ones)."""
+    pair = study_pair()
+    try:
+        return pair.describe_parts(dtype) if pair else DASH
+    except registry.BackendUnavailableError:
+        return DASH
+
+
+def decode_track() -> list[str]:
+    """The decode versions (d01, ...), in registry order."""
+    return [v.name for v in registry.decode_versions()]
 
 
 def is_version(name: str) -> bool:
@@ -115,6 +141,11 @@ def name_ranges(names: Iterable[str]) -> str:
                      for p in parts)
 
 
+def kv_cache_row(row: E2ERow) -> bool:
+    """A generation with a KV cache (any batch and prompt): the KV-cache tables and figures."""
+    return row.mode == KV_CACHE.name
+
+
 def original_setup(row: E2ERow) -> bool:
     """The original study's generation: recompute mode, one sequence. The end-to-end tables and
     figures show these rows; the other modes and batches are kept apart (GpuResults.e2e_every_mode)."""
@@ -143,6 +174,57 @@ class Reference:
         return None if not time else time / self.time
 
 
+class SameRun(Generic[Timed]):
+    """Measured rows of one kind by (backend, dtype, where, run), the latest last (where one run
+    wrote a key twice, the row shown is the one found), and the times PyTorch's kernels had in
+    each run: what a ratio divides by. `where` is the shape or plan a row was measured at."""
+
+    def __init__(self, rows: Iterable[Timed], where: Callable[[Timed], Hashable],
+                 time: Callable[[Timed], float | None], candidates: Callable[[str], Sequence[str]]) -> None:
+        self._where, self._candidates = where, candidates
+        self._rows = {(r.backend, r.dtype, where(r), r.provenance.setup()): r for r in rows}
+        self._timed: dict[tuple, list[tuple[str, float]]] = {}
+        for (backend, dtype, at, setup), row in self._rows.items():
+            if backend in candidates(dtype) and (value := time(row)):
+                self._timed.setdefault((dtype, at, setup), []).append((backend, value))
+
+    def in_run(self, backend: str, dtype: str, where: Hashable, provenance: Provenance) -> Timed | None:
+        return self._rows.get((backend, dtype, where, provenance.setup()))
+
+    def reference(self, row: Timed) -> Reference | None:
+        """The fastest of PyTorch's kernels that `row`'s run timed where and in the dtype it was
+        measured (the row itself, for a baseline, among them); None where that run timed none."""
+        timed = self._timed.get((row.dtype, self._where(row), row.provenance.setup()), [])
+        return _fastest(timed, self._candidates(row.dtype))
+
+
+def _candidates(kinds: Sequence[registry.OpKind], end_to_end: bool) -> Callable[[str], Sequence[str]]:
+    """dtype -> PyTorch's kernels that a run of `kinds` times in it (end to end: those the
+    end-to-end sweep runs): what a Reference's `missing` lists when a run lacks some."""
+    @functools.cache
+    def names(dtype: str) -> tuple[str, ...]:
+        rows = [registry.get(name) for name in baselines(kinds[0])]
+        return tuple(b.name for b in rows if all(b.provides(kind) for kind in kinds) and b.accepts(dtype)
+                     and not (end_to_end and b.end_to_end))
+    return names
+
+
+def _kernel_time(row: KernelRow | DecodeRow) -> float | None:
+    return row.us_device_median
+
+
+def _gpu_time(row: E2ERow) -> float | None:
+    return row.seconds_gpu_median
+
+
+def kv_plan(row: E2ERow) -> KvPlan:
+    return KvPlan(row.batch, row.prompt_tokens)
+
+
+def decode_shape(row: DecodeRow) -> DecodeShape:
+    return DecodeShape(row.B, row.H, row.S, row.lengths)
+
+
 @dataclass
 class GpuResults:
     slug: str
@@ -163,31 +245,36 @@ class GpuResults:
     # Measured rows of every generation mode and batch, latest per key (results.E2E), by dtype, then
     # registry order: the KV-cache rows beside the original setup's
     e2e_every_mode: list[E2ERow] = field(default_factory=list, repr=False)
-    _kernel_runs: dict[tuple, KernelRow] = field(init=False, repr=False)
-    _e2e_runs: dict[tuple, E2ERow] = field(init=False, repr=False)
-    _kernel_baselines: dict[tuple, list[KernelRow]] = field(init=False, repr=False)
-    _e2e_baselines: dict[tuple, list[E2ERow]] = field(init=False, repr=False)
+    # The decode benchmark's measured rows, latest per key (results.DECODE_TIMES), by dtype, then
+    # registry order; every measured one (for ratios); the decode gate's rows, latest per case
+    decode: list[DecodeRow] = field(default_factory=list)
+    measured_decode: list[DecodeRow] = field(default_factory=list, repr=False)
+    decode_correctness: list[DecodeCorrectnessRow] = field(default_factory=list, repr=False)
+    # Every measured row of every generation mode, latest or not (the KV-cache rows' ratios)
+    measured_e2e_every_mode: list[E2ERow] = field(default_factory=list, repr=False)
+    # (backend, dtype) -> why it has no decode rows / no KV-cache rows (their status rows)
+    decode_not_measured: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    kv_not_measured: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    _kernel_runs: SameRun[KernelRow] = field(init=False, repr=False)
+    _e2e_runs: SameRun[E2ERow] = field(init=False, repr=False)
+    _decode_runs: SameRun[DecodeRow] = field(init=False, repr=False)
+    _kv_runs: SameRun[E2ERow] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # The latest rows last: where one run wrote a key twice, the row shown is the one found.
-        self._kernel_runs = {(r.backend, r.dtype, r.shape, r.provenance.setup()): r
-                             for r in [*self.measured_kernels, *self.kernels]}
-        self._e2e_runs = {(r.backend, r.dtype, r.tokens, r.provenance.setup()): r
-                          for r in [*self.measured_e2e, *self.e2e]}
-        # (dtype, shape or tokens, run) -> PyTorch's kernels that run timed there
-        names = set(baselines())
-        self._kernel_baselines: dict[tuple, list[KernelRow]] = {}
-        for (backend, dtype, shape, setup), kernel in self._kernel_runs.items():
-            if backend in names and kernel.us_device_median:
-                self._kernel_baselines.setdefault((dtype, shape, setup), []).append(kernel)
-        self._e2e_baselines: dict[tuple, list[E2ERow]] = {}
-        for (backend, dtype, tokens, setup), e2e in self._e2e_runs.items():
-            if backend in names and e2e.seconds_gpu_median:
-                self._e2e_baselines.setdefault((dtype, tokens, setup), []).append(e2e)
+        prefill, decode = [registry.PREFILL], [registry.DECODE]
+        self._kernel_runs = SameRun([*self.measured_kernels, *self.kernels], lambda r: r.shape, _kernel_time,
+                                    _candidates(prefill, end_to_end=False))
+        self._e2e_runs = SameRun([*self.measured_e2e, *self.e2e], lambda r: r.tokens, _gpu_time,
+                                 _candidates(prefill, end_to_end=True))
+        self._decode_runs = SameRun([*self.measured_decode, *self.decode], decode_shape, _kernel_time,
+                                    _candidates(decode, end_to_end=False))
+        self._kv_runs = SameRun([r for r in [*self.measured_e2e_every_mode, *self.e2e_every_mode] if kv_cache_row(r)],
+                                lambda r: (kv_plan(r), r.tokens), _gpu_time,
+                                _candidates([*prefill, *decode], end_to_end=True))
 
     @property
     def empty(self) -> bool:
-        return not self.kernels and not self.e2e
+        return not self.kernels and not self.e2e and not self.decode and not self.kv
 
     def dtypes(self) -> list[str]:
         """The dtypes with measured rows, in the study's order."""
@@ -203,7 +290,7 @@ class GpuResults:
     def kernel_in_run(self, backend: str, shape: Shape, dtype: str, provenance: Provenance) -> KernelRow | None:
         """`backend`'s measured row at `shape` and `dtype` from the run of `provenance` (Provenance.setup),
         latest or not; None if that run has none."""
-        return self._kernel_runs.get((backend, dtype, shape, provenance.setup()))
+        return self._kernel_runs.in_run(backend, dtype, shape, provenance)
 
     def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
         return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
@@ -222,7 +309,7 @@ class GpuResults:
     def end_to_end_in_run(self, backend: str, tokens: int, dtype: str, provenance: Provenance) -> E2ERow | None:
         """`backend`'s measured row at `tokens` and `dtype` from the run of `provenance` (Provenance.setup),
         latest or not; None if that run has none."""
-        return self._e2e_runs.get((backend, dtype, tokens, provenance.setup()))
+        return self._e2e_runs.in_run(backend, dtype, tokens, provenance)
 
     def kernel_time_ratio(self, row: KernelRow, other: str, dtype: str) -> float | None:
         """`row`'s device time over `other`'s in `dtype` at the same shape, measured in the same
@@ -235,8 +322,7 @@ class GpuResults:
     def kernel_reference(self, row: KernelRow) -> Reference | None:
         """The fastest of PyTorch's kernels that `row`'s run timed at its shape and dtype (the
         row itself, for a baseline, among them); None where that run timed none there."""
-        timed = self._kernel_baselines.get((row.dtype, row.shape, row.provenance.setup()), [])
-        return _fastest([(x.backend, x.us_device_median) for x in timed], row.dtype, end_to_end=False)
+        return self._kernel_runs.reference(row)
 
     def kernel_vs_fastest(self, row: KernelRow | None) -> tuple[float | None, Reference | None]:
         """`row`'s device time over its reference's (kernel_reference), and the reference."""
@@ -246,12 +332,62 @@ class GpuResults:
     def end_to_end_reference(self, row: E2ERow) -> Reference | None:
         """The fastest of PyTorch's kernels in GPT-2 that `row`'s run timed at its length and
         dtype (GPU time); None where that run timed none there."""
-        timed = self._e2e_baselines.get((row.dtype, row.tokens, row.provenance.setup()), [])
-        return _fastest([(x.backend, x.seconds_gpu_median) for x in timed], row.dtype, end_to_end=True)
+        return self._e2e_runs.reference(row)
 
     def end_to_end_vs_fastest(self, row: E2ERow | None) -> tuple[float | None, Reference | None]:
         """`row`'s GPU time over its reference's (end_to_end_reference), and the reference."""
         reference = self.end_to_end_reference(row) if row else None
+        return (reference.ratio(row.seconds_gpu_median) if reference and row else None), reference
+
+    # -- decode ----------------------------------------------------------------------------------
+    def decode_dtypes(self) -> list[str]:
+        """The dtypes with decode rows, in the study's order."""
+        return sorted({r.dtype for r in self.decode}, key=dtype_rank)
+
+    def decode_row(self, backend: str, shape: DecodeShape, dtype: str) -> DecodeRow | None:
+        return next((r for r in self.decode if r.backend == backend and r.dtype == dtype
+                     and decode_shape(r) == shape), None)
+
+    def decode_in_run(self, backend: str, shape: DecodeShape, dtype: str, provenance: Provenance) -> DecodeRow | None:
+        """`backend`'s measured decode row at `shape` and `dtype` from the run of `provenance`."""
+        return self._decode_runs.in_run(backend, dtype, shape, provenance)
+
+    def decode_shapes(self, dtype: str) -> list[DecodeShape]:
+        return sorted({decode_shape(r) for r in self.decode if r.dtype == dtype})
+
+    def decode_vs_fastest(self, row: DecodeRow | None) -> tuple[float | None, Reference | None]:
+        """`row`'s device time over that of the fastest of PyTorch's decode kernels its run timed
+        at its shape and dtype, and that reference (None where the run timed none there)."""
+        reference = self._decode_runs.reference(row) if row else None
+        return (reference.ratio(row.us_device_median) if reference and row else None), reference
+
+    def last_decode(self, dtype: str) -> str | None:
+        """The last decode version with a decode row in `dtype` on this GPU."""
+        return self.last_measured(decode_track(), dtype, self.decode)
+
+    # -- generation with a KV cache -------------------------------------------------------------
+    @property
+    def kv(self) -> list[E2ERow]:
+        """The KV-cache rows shown: latest per key, measured."""
+        return [r for r in self.e2e_every_mode if kv_cache_row(r)]
+
+    def kv_dtypes(self) -> list[str]:
+        return sorted({r.dtype for r in self.kv}, key=dtype_rank)
+
+    def kv_plans(self, dtype: str) -> list[KvPlan]:
+        """The (batch, prompt) plans with rows in `dtype`: prompt, then batch."""
+        return sorted({kv_plan(r) for r in self.kv if r.dtype == dtype},
+                      key=lambda p: (p.prompt_tokens, p.batch))
+
+    def kv_row(self, backend: str, plan: KvPlan, dtype: str) -> E2ERow | None:
+        """`backend`'s latest row of `plan` in `dtype` (its longest generation)."""
+        rows = [r for r in self.kv if r.backend == backend and r.dtype == dtype and kv_plan(r) == plan]
+        return max(rows, key=lambda r: r.tokens, default=None)
+
+    def kv_vs_fastest(self, row: E2ERow | None) -> tuple[float | None, Reference | None]:
+        """`row`'s GPU time over that of the fastest of PyTorch's kernels generating the same plan
+        and length in the same run, and that reference (None where the run timed none)."""
+        reference = self._kv_runs.reference(row) if row else None
         return (reference.ratio(row.seconds_gpu_median) if reference and row else None), reference
 
     def e2e_rows(self, tokens: int, dtype: str) -> list[E2ERow]:
@@ -283,30 +419,38 @@ class GpuResults:
         errors = [r.rel_err for r in self.correctness if r.backend == backend and r.dtype == dtype]
         return max(errors) if errors else None
 
-    def last_measured(self, versions: Sequence[str], dtype: str) -> str | None:
-        """The last of `versions` (a track, in order) with a measured row in `dtype` on this GPU:
+    def last_measured(self, versions: Sequence[str], dtype: str,
+                      rows: Sequence[KernelRow | E2ERow | DecodeRow] | None = None) -> str | None:
+        """The last of `versions` (a track, in order) with a measured row in `dtype` on this GPU
+        (among `rows`; by default the prefill kernels and the original setup's generations):
         what the headline and the figures show of a track (its newest step, unless this GPU's
         sweeps predate it)."""
-        measured = {x.backend for x in [*self.kernels, *self.e2e] if x.dtype == dtype}
+        measured = {x.backend for x in (rows if rows is not None else [*self.kernels, *self.e2e]) if x.dtype == dtype}
         return next((v for v in reversed(versions) if v in measured), None)
 
-    def provenance_line(self, dtype: str | None = None) -> str:
-        rows = [r for r in [*self.kernels, *self.e2e] if dtype in (None, r.dtype)]
+    def shown_rows(self) -> list[Shown]:
+        """Every row a table of this GPU shows: kernels, generations of every mode, decode."""
+        return [*self.kernels, *self.e2e, *self.kv, *self.decode]
+
+    def provenance_line(self, dtype: str | None = None, rows: Sequence[Shown] | None = None) -> str:
+        """GPU, driver, CUDA, torch, commits, dates and weights of `rows` (by default the prefill
+        kernels and the original setup's generations) in `dtype` (any, for None)."""
+        rows = [r for r in (rows if rows is not None else [*self.kernels, *self.e2e]) if dtype in (None, r.dtype)]
         if not rows:
             return self.gpu
         commits = ", ".join(sorted({r.provenance.commit for r in rows}))
         dates = sorted(r.provenance.date[:10] for r in rows)
         when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         last = max(rows, key=lambda r: r.provenance.date).provenance
-        weights = sorted({r.weights for r in self.e2e if dtype in (None, r.dtype)})
+        weights = sorted({r.weights for r in rows if isinstance(r, E2ERow)})
         return (f"{self.gpu}, driver {last.driver}, CUDA {last.cuda}, torch {last.torch}, commit {commits}, {when}"
                 + (f", weights {', '.join(weights)}" if weights else ""))
 
-    def commits(self) -> list[tuple[str, str, list[KernelRow | E2ERow]]]:
+    def commits(self) -> list[tuple[str, str, list[Shown]]]:
         """(commit, dates, the shown rows measured at it), oldest first: where each number in
         the tables comes from."""
-        by_commit: dict[str, list[KernelRow | E2ERow]] = {}
-        for row in [*self.kernels, *self.e2e]:
+        by_commit: dict[str, list[Shown]] = {}
+        for row in self.shown_rows():
             by_commit.setdefault(row.provenance.commit, []).append(row)
         found = []
         for commit, rows in by_commit.items():
@@ -315,17 +459,25 @@ class GpuResults:
         return sorted(found, key=lambda item: min(r.provenance.date for r in item[2]))
 
 
-def _fastest(times: Sequence[tuple[str, float]], dtype: str, end_to_end: bool) -> Reference | None:
+def _fastest(times: Sequence[tuple[str, float]], candidates: Sequence[str]) -> Reference | None:
     """The Reference among (baseline, time) pairs of one run, ties to registry order; the
-    baselines that take `dtype` (and, end to end, run in GPT-2) but are not among them are its
-    `missing`."""
+    `candidates` (the baselines such a run times in the dtype) not among them are its `missing`."""
     if not times:
         return None
     backend, time = min(times, key=lambda item: (item[1], backend_rank(item[0])))
     timed = {name for name, _ in times}
-    missing = tuple(b for b in baselines() if b not in timed and (row := registry_row(b)) is not None
-                    and row.accepts(dtype) and not (end_to_end and row.end_to_end))
-    return Reference(backend, time, missing)
+    return Reference(backend, time, tuple(b for b in candidates if b not in timed))
+
+
+def _not_measured(rows: Iterable[KernelRow | E2ERow | DecodeRow]) -> dict[tuple[str, str], str]:
+    """(backend, dtype) -> the statuses of its rows that were not measured, joined."""
+    found: dict[tuple[str, str], str] = {}
+    for row in rows:
+        key = (row.backend, row.dtype)
+        reasons = found.get(key, "")
+        if not row.measured and row.status not in reasons:
+            found[key] = f"{reasons}; {row.status}" if reasons else row.status
+    return found
 
 
 def _latest(rows: list[R], table: Table[R]) -> list[R]:
@@ -341,34 +493,36 @@ def load(slug: str, results_dir: Path) -> GpuResults:
     problems: list[str] = []
     loaded = {}
     every: dict[str, list] = {}  # file name -> its rows, latest or not
-    for table in (KERNELS, E2E, CORRECTNESS):
+    for table in (KERNELS, E2E, CORRECTNESS, DECODE_TIMES, DECODE_CORRECTNESS):
         read = table.read(table.path(results_dir, slug))
         problems += read.problems
         every[table.file_name] = read.rows
         loaded[table.file_name] = _latest(read.rows, table)
     kernels: list[KernelRow] = loaded[KERNELS.file_name]
     e2e_every_mode: list[E2ERow] = loaded[E2E.file_name]
+    decode: list[DecodeRow] = loaded[DECODE_TIMES.file_name]
     e2e = [r for r in e2e_every_mode if original_setup(r)]
-    gpus = sorted({r.provenance.gpu for r in [*kernels, *e2e_every_mode]})
+    gpus = sorted({r.provenance.gpu for r in [*kernels, *e2e_every_mode, *decode]})
     if len(gpus) > 1:
         raise ResultsFileError(f"{results_dir / slug} mixes GPUs {gpus}: numbers from different GPUs never mix")
-    not_measured: dict[tuple[str, str], str] = {}
-    for row in [*kernels, *e2e]:
-        key = (row.backend, row.dtype)
-        reasons = not_measured.get(key, "")
-        if not row.measured and row.status not in reasons:
-            not_measured[key] = f"{reasons}; {row.status}" if reasons else row.status
+    not_measured = _not_measured([*kernels, *e2e])
     gpu = gpus[0] if gpus else slug
-    commits = {r.provenance.commit for r in [*kernels, *e2e]}
+    commits = {r.provenance.commit for r in [*kernels, *e2e_every_mode, *decode] if r.measured}
     stages = STAGES.read(STAGES.path(results_dir, slug))
     problems += stages.problems
     runs = sorted((r for r in stages.rows if r.provenance.commit in commits and r.provenance.gpu == gpu),
                   key=lambda r: r.run)
     correctness = [r for r in loaded[CORRECTNESS.file_name] if r.provenance.gpu == gpu]
+    decode_correctness = [r for r in loaded[DECODE_CORRECTNESS.file_name] if r.provenance.gpu == gpu]
+    every_e2e = [r for r in every[E2E.file_name] if r.measured]
     return GpuResults(slug, gpu, [r for r in kernels if r.measured], [r for r in e2e if r.measured], not_measured,
                       problems, runs, correctness, [r for r in every[KERNELS.file_name] if r.measured],
-                      [r for r in every[E2E.file_name] if r.measured and original_setup(r)],
-                      [r for r in e2e_every_mode if r.measured])
+                      [r for r in every_e2e if original_setup(r)], [r for r in e2e_every_mode if r.measured],
+                      decode=[r for r in decode if r.measured],
+                      measured_decode=[r for r in every[DECODE_TIMES.file_name] if r.measured],
+                      decode_correctness=decode_correctness, measured_e2e_every_mode=every_e2e,
+                      decode_not_measured=_not_measured(decode),
+                      kv_not_measured=_not_measured(r for r in e2e_every_mode if kv_cache_row(r)))
 
 
 def load_all(results_dir: Path) -> list[GpuResults]:

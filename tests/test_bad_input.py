@@ -18,10 +18,11 @@ from backends import precision, registry
 from backends.registry import PROJECT_ROOT
 from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
-from harness.results import KERNELS, ResultsFileError
+from harness.results import KERNELS, TABLES, ResultsFileError
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "results"
 GPU = "fixture-gpu-a-synthetic-numbers"
+FILES = [table.file_name for table in TABLES if (FIXTURES / GPU / table.file_name).exists()]  # its results files
 PATCH = "a=v16+experiments/v16/v16_1_k_float2.patch"
 
 
@@ -232,6 +233,6 @@ def test_run_all_refuses_an_unknown_dtype_and_a_gpu_folder_before_any_stage(tria
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         "run_all.sh: --dtypes: unknown dtype 'float33'; the study measures float32, bfloat16, float16",
-        f"run_all.sh: --results-dir {results / GPU} holds one GPU's results itself (correctness.csv, kernels.csv, "
-        f"e2e.csv, stages.csv): pass the folder above it, {results} (results go to <results-dir>/<gpu>/)"]
+        f"run_all.sh: --results-dir {results / GPU} holds one GPU's results itself ({', '.join(FILES)}): pass the "
+        f"folder above it, {results} (results go to <results-dir>/<gpu>/)"]
     assert "==" not in proc.stdout, "no stage may run"
