@@ -492,6 +492,7 @@ def _load_results(args: argparse.Namespace) -> list:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from harness.decode_plots import skipped
     from harness.plots import plot_all
 
     gpus = _load_results(args)
@@ -501,6 +502,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         written = plot_all(gpus, args.plots_dir)
     for path in written:  # outside _writing: a closed stdout is not a file that cannot be written
         print(f"wrote {_shown(path)}")
+    for line in (line for r in gpus for line in skipped(r)):
+        print(line)
     return 0
 
 

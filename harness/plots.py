@@ -1022,8 +1022,12 @@ def save(fig: Figure, path: Path) -> Path:
 
 
 def plot_all(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
-    """Every figure for every GPU, and the comparison when there are several GPUs."""
+    """Every figure for every GPU (the decode and KV-cache ones per dtype: harness/decode_plots.py),
+    and the comparison when there are several GPUs."""
+    from harness import decode_plots  # it draws with this module's pieces
+
     written = [save(fig, plots_dir / r.slug / name) for r in gpus for name, figure in FIGURES.items()
                if (fig := figure(r)) is not None]
+    written += [save(fig, plots_dir / r.slug / name) for r in gpus for name, fig in decode_plots.figures(r)]
     comparison = gpu_comparison(gpus)
     return written + ([save(comparison, plots_dir / GPU_COMPARISON)] if comparison else [])

@@ -16,6 +16,7 @@ from matplotlib.text import Text
 
 from backends import precision, registry
 from harness import cli as harness_cli
+from harness import decode_plots
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
 from harness.gpu_page import Page, e2e_table, gpu_page
 from harness.markdown import replace_block
@@ -480,8 +481,13 @@ def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch, gpus):
     monkeypatch.setattr(plots, "save", lambda fig, path: path)
     monkeypatch.setattr(plots, "FIGURES", {name: lambda r: object() for name in FIGURES})
     monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: object())
+    monkeypatch.setattr(decode_plots, "PER_DTYPE", tuple(dataclasses.replace(f, draw=lambda r, d: object())
+                                                         for f in decode_plots.PER_DTYPE))
     written = plot_all(gpus, tmp_path)
-    assert set(written) == {tmp_path / r.slug / name for r in gpus for name in FIGURES} | {tmp_path / GPU_COMPARISON}
+    per_dtype = {tmp_path / r.slug / f.name(d) for r in gpus for f in decode_plots.PER_DTYPE for d in f.dtypes(r)}
+    assert per_dtype and all(path.parent.name == GPU_A for path in per_dtype)  # GPU B has no decode or KV rows
+    assert set(written) == ({tmp_path / r.slug / name for r in gpus for name in FIGURES} | per_dtype
+                            | {tmp_path / GPU_COMPARISON})
 
 
 def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path, drawn):
@@ -493,3 +499,47 @@ def test_figures_name_the_versions_a_gpu_has_not_measured(tmp_path, drawn):
         footer = " ".join(t.get_text() for t in FIGURES[name](unmeasured).texts)
         assert f"Not measured on this GPU: {last}." in footer, (name, footer)
         assert "Not measured on this GPU" not in " ".join(t.get_text() for t in drawn[name].texts), name
+
+
+# -- decode and KV-cache generation (fixture GPU A has them, GPU B not yet) ---------------------
+GPU_B = "fixture-gpu-b-synthetic-numbers"
+FIXTURE_SCRIPT = load_script("tests/fixtures/make_fixtures.py")
+
+
+def test_decode_and_kv_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """`harness plot` draws decode_<dtype>.png and kv_cache_<dtype>.png for each dtype GPU A has
+    rows in, none for GPU B, and says why for GPU B (the other figures left out: they have tests
+    of their own)."""
+    from harness import plots
+
+    monkeypatch.setattr(plots, "FIGURES", {})
+    monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: None)
+    assert harness_cli.main(["plot", "--results-dir", str(RESULTS), "--plots-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    a = load(GPU_A, RESULTS)
+    expected = {f"decode_{d}.png" for d in a.decode_dtypes()} | {f"kv_cache_{d}.png" for d in a.kv_dtypes()}
+    assert {p.name for p in (tmp_path / GPU_A).iterdir()} == expected
+    assert a.decode_dtypes() == list(precision.EVERY) and a.kv_dtypes() == list(FIXTURE_SCRIPT.KV_DTYPES)
+    assert not (tmp_path / GPU_B).exists()
+    for stem in ("decode", "kv_cache"):
+        assert f"Fixture GPU B (synthetic numbers): no {stem}_<dtype>.png: not measured on this GPU yet" in out, out
+        assert f"Fixture GPU A (synthetic numbers): no {stem}" not in out
+
+
+@pytest.fixture(scope="module")
+def drawn_per_dtype(gpus) -> dict[str, object]:
+    figures = dict(decode_plots.figures(gpus[0]))
+    for fig in figures.values():
+        fig.draw_without_rendering()
+    return figures
+
+
+def test_decode_and_kv_figures_lie_inside_the_canvas_and_show_the_roof(drawn_per_dtype, gpus):
+    assert drawn_per_dtype
+    for name, fig in drawn_per_dtype.items():
+        assert not _outside(fig), (name, _outside(fig))
+    texts = [t.get_text() for ax in drawn_per_dtype[f"decode_{BFLOAT16}.png"].axes for t in ax.texts]
+    assert decode_plots.copy_label(FIXTURE_SCRIPT.HBM_GBPS) in texts  # the roof, labelled with the run's rate
+    kv = [t.get_text() for ax in drawn_per_dtype[f"kv_cache_{BFLOAT16}.png"].axes for t in ax.texts]
+    assert "transformers (eager)" in kv and any("without a cache" in t for t in kv)
