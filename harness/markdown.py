@@ -52,6 +52,11 @@ def seconds(value: float | None) -> str:
     return num(value, "{:.3f}")
 
 
+def milliseconds(value_s: float | None) -> str:
+    """'58.5 ms' from seconds."""
+    return DASH if value_s is None else f"{value_s * 1e3:,.1f} ms"
+
+
 def percent(value: float | None, digits: int = 0) -> str:
     return num(100 * value if value is not None else None, f"{{:.{digits}f}}%")
 

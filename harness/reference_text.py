@@ -45,6 +45,11 @@ def footnotes(notes: Footnotes) -> str:
     return notes.text(MISSING_LEAD)
 
 
+def with_footnotes(text: str, notes: Footnotes) -> str:
+    """`text` and, where its references have footnotes, their paragraph under it."""
+    return text + (f"\n\n{footnotes(notes)}" if footnotes(notes) else "")
+
+
 def reference_cell(reference: Reference | None, notes: Footnotes) -> str:
     """'`flex-attention`', '`sdpa-efficient`¹' (a footnote: what that run did not time), or a dash."""
     if reference is None:

@@ -18,12 +18,13 @@ from backends import precision, registry
 from harness import cli as harness_cli
 from harness import decode_plots
 from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
-from harness.gpu_page import Page, e2e_table, gpu_page
-from harness.markdown import replace_block
+from harness.decode_page import kv_section
+from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page
+from harness.markdown import replace_block, us
 from harness.report import README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text
 from harness.version_notes import version_section
 from backends.registry import PROJECT_ROOT
-from harness.results import E2E, ResultsFileError, gpu_slugs
+from harness.results import DECODE_TIMES, E2E, ResultsFileError, gpu_slugs
 from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
 from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
@@ -53,6 +54,11 @@ def subset(out: Path, keep: Callable[[str, dict[str, str]], bool]) -> Path:
 def page(r, results: Path = RESULTS) -> str:
     """The GPU's page, as `report` writes it into its results folder."""
     return gpu_page(Page(r, results / r.slug / "README.md", Path("plots"), results))
+
+
+def page_without_kv(r, results: Path = RESULTS) -> str:
+    return gpu_page(Page(r, results / r.slug / "README.md", Path("plots"), results),
+                    [s for s in SECTIONS if s is not kv_section])
 
 
 def headline(gpus, results: Path = RESULTS) -> str:
@@ -392,7 +398,8 @@ def test_the_committed_pages_link_only_to_files_that_exist():
 # -- writing and reading ---------------------------------------------------------------------
 def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they_were(tmp_path):
     """The end-to-end tables and figures show the original setup (recompute, batch 1); KV-cache
-    rows, other batches and their status rows, in the same e2e.csv, are kept apart."""
+    rows, other batches and their status rows, in the same e2e.csv, are kept apart (the
+    KV-cache section of the page shows its own)."""
     results = subset(tmp_path / "results", lambda *_: True)
     before = load(GPU_A, results)
     text = page(before, results)
@@ -408,7 +415,8 @@ def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they
     assert len(after.e2e_every_mode) == len(before.e2e_every_mode) + sum(r.measured for r in others)
     assert {(r.mode, r.batch) for r in after.e2e} == {("recompute", 1)}
     assert after.e2e == before.e2e and after.not_measured == before.not_measured
-    assert page(after, results) == text
+    assert page_without_kv(after, results) == page_without_kv(before, results)
+    assert page(after, results) != text  # the KV-cache section shows the new plan
 
 
 def test_the_committed_results_read_with_the_current_schema():
@@ -543,3 +551,64 @@ def test_decode_and_kv_figures_lie_inside_the_canvas_and_show_the_roof(drawn_per
     assert decode_plots.copy_label(FIXTURE_SCRIPT.HBM_GBPS) in texts  # the roof, labelled with the run's rate
     kv = [t.get_text() for ax in drawn_per_dtype[f"kv_cache_{BFLOAT16}.png"].axes for t in ax.texts]
     assert "transformers (eager)" in kv and any("without a cache" in t for t in kv)
+
+
+def _decode_line(section: str, B: int, S: int) -> str:
+    return next(line for line in section.splitlines() if line.startswith(f"| {B} | {S:,} |"))
+
+
+def test_the_decode_table_divides_by_the_fastest_baseline_of_the_same_run(tmp_path):
+    """At the shape where the fixtures make sdpa-flash faster than sdpa-cudnn, the decode table
+    names sdpa-flash and divides by its time; a faster sdpa-cudnn row from another run, which the
+    tables show as its latest, changes neither."""
+    backend, dtype, shape, _ = FIXTURE_SCRIPT.FASTER_DECODE_BASELINE
+    results = subset(tmp_path / "results", lambda *_: True)
+    path = DECODE_TIMES.path(results, GPU_A)
+    cudnn = next(x for x in DECODE_TIMES.read(path).rows if (x.backend, x.dtype, x.B, x.S) ==
+                 ("sdpa-cudnn", dtype, shape.B, shape.S))
+    DECODE_TIMES.append(path, dataclasses.replace(cudnn, us_device_median=1.0, provenance=dataclasses.replace(
+        cudnn.provenance, commit="another-run", date="2026-02-01T00:00:00Z")))
+    r = load(GPU_A, results)
+    assert r.decode_row("sdpa-cudnn", shape, dtype).us_device_median == 1.0  # the latest row, of another run
+    section = page(r, results).split(f"### Decode, {dtype}")[1].split("###")[0]
+    last = r.last_decode(dtype)
+    mine = r.decode_row(last, shape, dtype).us_device_median
+    flash = r.decode_in_run(backend, shape, dtype, r.decode_row(last, shape, dtype).provenance).us_device_median
+    assert _decode_line(section, shape.B, shape.S).split(" | ")[2:5] == [f"`{backend}`", us(flash), us(mine)]
+    assert _decode_line(section, shape.B, shape.S).endswith(f"| {mine / flash:.2f} |")
+    other = next(s for s in r.decode_shapes(dtype) if s != shape and s.lengths == shape.lengths)
+    assert f"| `{registry.kernel_reference(dtype)}` |" in _decode_line(section, other.B, other.S)
+
+
+def test_the_decode_section_lists_the_ragged_shapes_the_copy_and_the_gate(gpus):
+    section = page(gpus[0]).split("\n## Decode\n")[1].split("\n## KV-cache generation\n")[0]
+    assert "B=8 L=16384 ragged: µs" in section and decode_plots.copy_label(FIXTURE_SCRIPT.HBM_GBPS) in section
+    naive, dtype, case = FIXTURE_SCRIPT.DECODE_GATE_MISS
+    gate = section.split("The decode gate")[1]
+    assert f"| `{naive}` | 5/5 | **1 of 5 failed**" in gate
+    refused, refused_case = FIXTURE_SCRIPT.DECODE_GATE_REFUSED
+    assert f"no row of 1 ('{refused_case}': refused)" in next(line for line in gate.splitlines()
+                                                              if line.startswith(f"| `{refused}` |"))
+
+
+def test_the_kv_table_marks_transformers_eager_time_and_names_the_studys_reference(gpus):
+    r = gpus[0]
+    section = page(r).split("### KV-cache generation, bfloat16")[1]
+    plans = r.kv_plans(BFLOAT16)
+    hf = next(line for line in section.splitlines() if line.startswith("| `transformers-generate` |"))
+    cells = hf.strip("| ").split(" | ")[1:]
+    assert len(cells) == len(plans) and all(c.startswith("*") and "eager" in c and c.endswith("*") for c in cells)
+    row = r.kv_row("transformers-generate", plans[0], BFLOAT16)
+    assert f"*{row.seconds_eager_median * 1e3:,.1f} ms eager" in cells[0]
+    study = next(line for line in section.splitlines() if line.startswith("| `study` / fastest PyTorch"))
+    ratio, reference = r.kv_vs_fastest(r.kv_row("study", plans[0], BFLOAT16))
+    assert reference.backend == registry.kernel_reference(BFLOAT16)
+    assert study.split(" | ")[1] == f"{ratio:.2f}× `{reference.backend}`"
+    backend, _, batch, prompt = FIXTURE_SCRIPT.KV_GRAPH_MISMATCH
+    assert f"`{backend}` B={batch} P={prompt}: the graph's tokens differ from the eager run's" in section
+
+
+def test_a_gpu_without_decode_or_kv_rows_says_so(gpus):
+    text = page(gpus[1])
+    assert "## Decode\n\nNot measured on this GPU yet" in text
+    assert "## KV-cache generation\n\nNot measured on this GPU yet" in text
