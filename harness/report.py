@@ -20,15 +20,17 @@ from typing import Callable, Sequence
 
 from backends import registry
 from backends.registry import PROJECT_ROOT, CudaVersion
+from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
+from harness.decode_plots import PerDtypeFigure
 from harness.files import write_atomically
 from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, shown_tracks
-from harness.markdown import DASH, Footnotes, link, num, replace_block, seconds, table, us
+from harness.markdown import DASH, Footnotes, and_list, link, milliseconds, num, replace_block, seconds, table, us
 from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE
 from harness.reference_text import footnotes, reference_cell
 from harness.results import E2ERow, KernelRow
-from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS
-from harness.tables import (GpuResults, Reference, Track, backend_rank, dtype_rank, name_ranges, prefill_backends,
-                            tracks)
+from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE
+from harness.tables import (GpuResults, Reference, Track, backend_rank, decode_track, dtype_rank, name_ranges,
+                            prefill_backends, study_parts, tracks)
 from harness.version_notes import version_section
 
 README = PROJECT_ROOT / "README.md"
@@ -165,6 +167,41 @@ def headline_block(ctx: Context) -> str:
               table(["", *(label for label, _ in _measures())], rows)]
     parts += [footnotes(notes)] if footnotes(notes) else []
     parts.append(faster_than_last(r))
+    parts.append(kv_headline(ctx))
+    return "\n\n".join(parts)
+
+
+def kv_headline(ctx: Context) -> str:
+    """GPT-2 with a KV cache at the headline plan: per GPU and dtype, the study's pair against the
+    fastest of PyTorch's kernels generating the same in the same run; a line for the GPUs
+    without those rows."""
+    notes = Footnotes()
+    body, missing, model, new = [], [], None, None
+    for r in (g for g in ctx.gpus if not g.empty):
+        found = False
+        for dtype in r.kv_dtypes():
+            row, ratio, reference = study_vs_fastest(r, KV_HEADLINE, dtype)
+            if row is None or not row.seconds_gpu_median:
+                continue
+            found, model, new = True, row.model_description(), row.tokens - row.prompt_tokens
+            body.append([f"[{r.gpu}]({link(ctx.gpu_page(r), ctx.page)}#kv-cache-generation)", dtype,
+                         f"`{row.backend}` ({study_parts(dtype)})", milliseconds(row.seconds_gpu_median),
+                         num(row.tokens_per_second, "{:,.0f}"),
+                         f"{num(ratio, '{:.2f}×')} {reference_cell(reference, notes)}" if reference else DASH,
+                         milliseconds(reference.time if reference else None)])
+        if not found:
+            missing.append(r.gpu)
+    absent = f"{NOT_YET}: {and_list(missing)}." if missing else ""
+    if not body:
+        return f"With a KV cache ({KV_HEADLINE.label()}): {absent or NOT_YET + '.'}"
+    parts = [f"With a KV cache: GPT-2 ({model}) generating {new} new tokens per sequence for "
+             f"{KV_HEADLINE.batch} sequences after {KV_HEADLINE.prompt_tokens}-token prompts, GPU time of the whole "
+             f"generation (one CUDA graph); the study's own pair (its last prefill and decode versions) against the "
+             f"fastest of PyTorch's kernels generating the same in the same run:",
+             table(["GPU", "dtype", "the study's pair", "GPU time", "new tokens/s", "time / fastest PyTorch",
+                    "PyTorch's fastest"], body)]
+    parts += [footnotes(notes)] if footnotes(notes) else []
+    parts += [absent] if absent else []
     return "\n\n".join(parts)
 
 
@@ -245,7 +282,33 @@ def results_block(ctx: Context) -> str:
              f"kernels measured in the same run at that shape, named: below 1× is faster.",
              table(["GPU", "dtype", "last step", *(label for label, _ in _measures())], body)]
     parts += [footnotes(notes)] if footnotes(notes) else []
+    parts.append(decode_links(ctx, gpus))
     return "\n\n".join(parts)
+
+
+def _anchor(title: str) -> str:
+    """'## KV-cache generation' -> 'kv-cache-generation' (GitHub's heading anchors)."""
+    return title.lstrip("# ").lower().replace(" ", "-")
+
+
+def _figure_links(ctx: Context, r: GpuResults, figure: PerDtypeFigure, dtypes: list[str]) -> str:
+    found = [f"[{d}]({link(path, ctx.page)})" for d in dtypes
+             if (path := ctx.plots_dir / r.slug / figure.name(d)).exists()]
+    return f" (figures: {', '.join(found)})" if found else ""
+
+
+def decode_links(ctx: Context, gpus: Sequence[GpuResults]) -> str:
+    """Per GPU, its decode and KV-cache generation sections and figures, or that it has none yet."""
+    lines = []
+    for r in gpus:
+        page = link(ctx.gpu_page(r), ctx.page)
+        parts = [f"[{title.lstrip('# ')}]({page}#{_anchor(title)}){_figure_links(ctx, r, figure, dtypes)}"
+                 for title, figure, dtypes in ((DECODE_TITLE, DECODE_FIGURE, r.decode_dtypes()),
+                                               (KV_TITLE, KV_FIGURE, r.kv_dtypes())) if dtypes]
+        lines.append(f"- {r.gpu}: " + ("; ".join(parts) if parts else f"{NOT_YET[0].lower()}{NOT_YET[1:]}") + ".")
+    return (f"The decode track ({name_ranges(decode_track())}: one new query row per sequence against a KV cache, "
+            f"against PyTorch's kernels and the rate of a copy) and GPT-2 generating with a KV cache, per GPU:\n\n"
+            + "\n".join(lines))
 
 
 def provenance_block(ctx: Context) -> str:

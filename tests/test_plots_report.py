@@ -21,11 +21,12 @@ from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparis
 from harness.decode_page import kv_section
 from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page
 from harness.markdown import replace_block, us
-from harness.report import README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text
+from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text,
+                            results_block)
 from harness.version_notes import version_section
 from backends.registry import PROJECT_ROOT
 from harness.results import DECODE_TIMES, E2E, ResultsFileError, gpu_slugs
-from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
+from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
                            VERSION_NOTE_SHAPES)
 from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
 from tests.scripts import load_script
@@ -612,3 +613,26 @@ def test_a_gpu_without_decode_or_kv_rows_says_so(gpus):
     text = page(gpus[1])
     assert "## Decode\n\nNot measured on this GPU yet" in text
     assert "## KV-cache generation\n\nNot measured on this GPU yet" in text
+
+
+def test_the_headline_has_a_kv_row_per_gpu_and_dtype_that_has_it(gpus):
+    text = headline(gpus)
+    r = gpus[0]
+    for dtype in r.kv_dtypes():
+        row = r.kv_row("study", KV_HEADLINE, dtype)
+        ratio, reference = r.kv_vs_fastest(row)
+        parts = registry.get("study").describe_parts(dtype)
+        assert (f"| {dtype} | `study` ({parts}) | {row.seconds_gpu_median * 1e3:,.1f} ms | "
+                f"{row.tokens_per_second:,.0f} | {ratio:.2f}× `{reference.backend}` | "
+                f"{reference.time * 1e3:,.1f} ms |") in text
+    assert "Not measured on this GPU yet: Fixture GPU B (synthetic numbers)." in text
+
+
+def test_the_results_summary_links_the_decode_figures(tmp_path, gpus):
+    plots_dir = tmp_path / "plots"
+    for name, _ in ((f.name(d), f) for f in decode_plots.PER_DTYPE for d in f.dtypes(gpus[0])):
+        (plots_dir / GPU_A).mkdir(parents=True, exist_ok=True)
+        (plots_dir / GPU_A / name).write_bytes(b"")
+    text = results_block(Context(gpus, README, plots_dir, RESULTS))
+    assert f"({os.path.relpath(plots_dir / GPU_A / f'decode_{BFLOAT16}.png', README.parent)})" in text
+    assert "- Fixture GPU B (synthetic numbers): not measured on this GPU yet." in text
