@@ -31,7 +31,7 @@ from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE
 from harness.tables import (GpuResults, Reference, Track, backend_rank, decode_track, dtype_rank, name_ranges,
                             prefill_backends, study_parts, tracks)
-from harness.version_notes import version_section
+from harness.version_notes import decode_version_section, version_section
 
 README = PROJECT_ROOT / "README.md"
 RESULTS_README = PROJECT_ROOT / "results" / "README.md"  # the GPUs' pages are results/<gpu>/README.md
@@ -403,6 +403,11 @@ def _write_if_changed(path: Path, text: str) -> bool:
 def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
     """Rewrite the generated blocks of README.md, results/README.md and versions/*/README.md,
     and each GPU's page; the files whose content changed (the others are not touched)."""
+    return update_pages(gpus, plots_dir) + update_version_notes(gpus)
+
+
+def update_pages(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
+    """README.md's and results/README.md's generated blocks and each GPU's page; those changed."""
     pages_dir = RESULTS_README.parent
     written = []
     for path, blocks in ((README, README_BLOCKS), (RESULTS_README, RESULTS_BLOCKS)):
@@ -413,13 +418,26 @@ def update_readmes(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
         path = pages_dir / r.slug / PAGE_NAME
         if _write_if_changed(path, gpu_page(Page(r, path, plots_dir, pages_dir))):
             written.append(path)
-    for version in registry.versions():
+    return written
+
+
+def update_version_notes(gpus: Sequence[GpuResults]) -> list[Path]:
+    """Rewrite each version's "Measured" block (a decode version's at the end of its notes, with
+    its heading); the files whose content changed."""
+    written = []
+    for version in [*registry.versions(), *registry.decode_versions()]:
         path = version.source_dir / "README.md"
-        sections = [s for r in gpus if (s := version_section(r, version)) is not None]
         old = path.read_text(encoding="utf-8")
-        if _write_if_changed(path, replace_block(old, "measured", "\n\n".join(sections) or "_Not measured yet._")):
+        if _write_if_changed(path, replace_block(old, "measured", _measured_block(gpus, version))):
             written.append(path)
     return written
+
+
+def _measured_block(gpus: Sequence[GpuResults], version: registry.KernelVersion) -> str:
+    if isinstance(version, registry.DecodeVersion):
+        return decode_version_section(gpus, version)
+    sections = [s for r in gpus if (s := version_section(r, version)) is not None]
+    return "\n\n".join(sections) or "_Not measured yet._"
 
 
 def write_report(gpus: Sequence[GpuResults], plots_dir: Path, results_dir: Path, path: Path) -> Path:

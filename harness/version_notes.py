@@ -2,17 +2,18 @@
 the version against its parent on each GPU, and its time over the fastest of PyTorch's
 kernels measured in the same run (named), beside the ratio to the registry's kernel
 reference of its dtype the benchmark stores (sdpa-efficient in float32, sdpa-cudnn in half
-precision; named as such), which the notes' prose quotes."""
+precision; named as such), which the notes' prose quotes. A decode version's block (at the end
+of its notes) has its device time and fraction of the copy's rate at DECODE_NOTE_SHAPES."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from backends import precision, registry
-from backends.registry import CudaVersion
-from harness.markdown import DASH, Footnotes, and_list, num, table
-from harness.reference_text import footnotes, ratio_cells
-from harness.results import E2ERow, KernelRow, Provenance
-from harness.study import HEADLINE_TOKENS, VERSION_NOTE_SHAPES
+from backends.registry import HEAD_DIM, CudaVersion, DecodeVersion
+from harness.markdown import DASH, Footnotes, and_list, num, table, us
+from harness.reference_text import footnotes, ratio_cells, reference_cell, with_footnotes
+from harness.results import DecodeRow, E2ERow, KernelRow, Provenance
+from harness.study import DECODE_NOTE_SHAPES, FULL, HEADLINE_TOKENS, VERSION_NOTE_SHAPES, DecodeShape
 from harness.tables import GpuResults, dtype_rank, registry_row, stored_ratio
 
 Row = KernelRow | E2ERow
@@ -100,3 +101,74 @@ def version_section(r: GpuResults, version: CudaVersion) -> str | None:
                     f"did not measure `{parent}`, whose column shows its latest row.")
     marked = f"\n\n{footnotes(notes)}" if footnotes(notes) else ""
     return intro + ":\n\n" + table(header, rows) + missing + marked
+
+
+# -- decode versions ---------------------------------------------------------------------------
+DECODE_HEADING = "## Measured"  # inside the block: a decode version's notes get it at their end
+
+
+def _fraction(row: DecodeRow | None) -> str:
+    return num(row.fraction_of_hbm if row else None, "{:.2f}")
+
+
+def _decode_parent(r: GpuResults, parent: str, dtype: str, shape: DecodeShape,
+                   own: DecodeRow | None) -> tuple[DecodeRow | None, bool]:
+    """The parent's row as the version's run measured it (True), else its latest row (False)."""
+    same_run = r.decode_in_run(parent, shape, dtype, own.provenance) if own else None
+    return (same_run, True) if same_run else (r.decode_row(parent, shape, dtype), False)
+
+
+def decode_gpu_section(r: GpuResults, version: DecodeVersion) -> str | None:
+    """The version at DECODE_NOTE_SHAPES on one GPU: its device time and fraction of the copy,
+    its parent's of the same run, and the fastest of PyTorch's kernels of that run; None where
+    the GPU has no decode row of it."""
+    if not any(x.backend == version.name for x in r.decode):
+        return None
+    parent = version.parent
+    notes = Footnotes()
+    body, elsewhere = [], []
+    for dtype, shape in DECODE_NOTE_SHAPES:
+        own = r.decode_row(version.name, shape, dtype)
+        ratio, reference = r.decode_vs_fastest(own)
+        cells = [dtype, shape.label()]
+        if parent:
+            before, same_run = _decode_parent(r, parent, dtype, shape, own)
+            if before and not same_run:
+                elsewhere.append(f"{dtype} {shape.label()}")
+            change = _change(before.us_device_median, own.us_device_median) if before and own and same_run else DASH
+            cells += [us(before.us_device_median if before else None), _fraction(before)]
+        cells += [us(own.us_device_median if own else None), _fraction(own), *([change] if parent else []),
+                  reference_cell(reference, notes), us(reference.time if reference else None), num(ratio, "{:.2f}")]
+        body.append(cells)
+    name = f"`{version.name}`"
+    header = ["dtype", "shape", *([f"`{parent}` µs", "of the copy"] if parent else []), f"{name} µs", "of the copy",
+              *(["change"] if parent else []), "fastest PyTorch, same run", "its µs", f"{name} / fastest PyTorch"]
+    rows = [x for x in r.decode if x.backend == version.name]
+    text = (f"On {r.gpu} ({r.provenance_line(rows=rows)}): device time per call and the fraction of the copy's rate "
+            f"measured in the same run ({_note_shapes_text()}); each ratio to the fastest of PyTorch's kernels of "
+            f"{name}'s run at that shape (none at a ragged one: they take it one sequence per call):\n\n"
+            + table(header, body))
+    if elsewhere:
+        text += (f"\n\nThe change is {DASH} at {and_list(elsewhere)}: the run that measured {name}'s did not measure "
+                 f"`{parent}`, whose columns show its latest row.")
+    return with_footnotes(text, notes)
+
+
+def _note_shapes_text() -> str:
+    """'B sequences of L cached rows, H=12, d=64; B=8 L=16384 ragged: 8 sequences of 512 to 4,096 rows'."""
+    shapes = [s for _, s in DECODE_NOTE_SHAPES]
+    ragged = [f"{s.label()}: {s.B} sequences of {min(s.host_lengths()):,} to {max(s.host_lengths()):,} rows"
+              for s in dict.fromkeys(shapes) if s.lengths != FULL]
+    heads = "/".join(str(h) for h in sorted({s.H for s in shapes}))
+    return "; ".join([f"B sequences of L cached rows, H={heads}, d={HEAD_DIM}", *ragged])
+
+
+def decode_version_section(gpus: Sequence[GpuResults], version: DecodeVersion) -> str:
+    """The "Measured" block of a decode version: a table per GPU with its rows, and the GPUs
+    that have none."""
+    found = {r.gpu: decode_gpu_section(r, version) for r in gpus}
+    sections = [s for s in found.values() if s is not None]
+    missing = [gpu for gpu, s in found.items() if s is None]
+    if missing:
+        sections.append(f"{and_list(missing)}: not measured on this GPU yet." if sections else "_Not measured yet._")
+    return "\n\n".join([DECODE_HEADING, *sections])

@@ -408,25 +408,31 @@ def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsy
     from backends import registry
     from harness import report
 
-    readme, notes, index = tmp_path / "README.md", tmp_path / "v01" / "README.md", tmp_path / "results" / "README.md"
-    for path in (notes, index):
+    readme, index = tmp_path / "README.md", tmp_path / "results" / "README.md"
+    notes, decode_notes = tmp_path / "v01" / "README.md", tmp_path / "d01" / "README.md"
+    for path in (notes, decode_notes, index):
         path.parent.mkdir()
     readme.write_text("# study\n")
     notes.write_text("# v01\n")
+    decode_notes.write_text("# d01\n")
     index.write_text("# results\n")
     monkeypatch.setattr(report, "README", readme)
     monkeypatch.setattr(report, "RESULTS_README", index)
     v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
-    monkeypatch.setattr(registry, "versions", lambda: [v01])
+    d01 = dataclasses.replace(registry.decode_versions()[0], folder=str(decode_notes.parent))
+    monkeypatch.setattr(registry, "versions", lambda: [v01])  # nothing of the project's versions/ is written
+    monkeypatch.setattr(registry, "decode_versions", lambda: [d01])
     assert harness_cli.main(["report"]) == 0  # the committed results
     pages = sorted(index.parent.glob("*/README.md"))
     assert len(pages) == len(list((PROJECT_ROOT / "results").glob("*/kernels.csv"))), "a page per GPU"
-    assert capsys.readouterr().out.splitlines() == [f"updated {path}" for path in (readme, index, *pages, notes)]
-    written = [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)]
+    files = (readme, index, *pages, notes, decode_notes)
+    assert capsys.readouterr().out.splitlines() == [f"updated {path}" for path in files]
+    assert decode_notes.read_text().startswith("# d01\n\n<!-- BEGIN GENERATED: measured -->\n## Measured")
+    written = [path.stat().st_mtime_ns for path in files]
     assert harness_cli.main(["report"]) == 0
     assert capsys.readouterr().out == ("README.md, results/ and versions/*/README.md unchanged: their tables already "
                                        "match the results\n")
-    assert [path.stat().st_mtime_ns for path in (readme, index, *pages, notes)] == written
+    assert [path.stat().st_mtime_ns for path in files] == written
 
 
 def test_bench_e2e_refuses_an_unknown_mode(capsys):

@@ -23,11 +23,11 @@ from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page
 from harness.markdown import replace_block, us
 from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text,
                             results_block)
-from harness.version_notes import version_section
+from harness.version_notes import decode_version_section, version_section
 from backends.registry import PROJECT_ROOT
 from harness.results import DECODE_TIMES, E2E, ResultsFileError, gpu_slugs
-from harness.study import (HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE, QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS,
-                           VERSION_NOTE_SHAPES)
+from harness.study import (DECODE_NOTE_SHAPES, HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE, QUICK_KERNEL_SHAPES,
+                           QUICK_TOKEN_COUNTS, VERSION_NOTE_SHAPES)
 from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
 from tests.scripts import load_script
 
@@ -636,3 +636,27 @@ def test_the_results_summary_links_the_decode_figures(tmp_path, gpus):
     text = results_block(Context(gpus, README, plots_dir, RESULTS))
     assert f"({os.path.relpath(plots_dir / GPU_A / f'decode_{BFLOAT16}.png', README.parent)})" in text
     assert "- Fixture GPU B (synthetic numbers): not measured on this GPU yet." in text
+
+
+def test_a_decode_version_has_a_measured_block_against_its_parent_of_the_same_run(gpus):
+    r = gpus[0]
+    last = registry.decode_versions()[-1]
+    text = decode_version_section(gpus, last)
+    assert text.startswith("## Measured")
+    assert f"| dtype | shape | `{last.parent}` µs | of the copy | `{last.name}` µs | of the copy | change |" in text
+    for dtype, shape in DECODE_NOTE_SHAPES:
+        mine, parent = r.decode_row(last.name, shape, dtype), r.decode_row(last.parent, shape, dtype)
+        change = 100 * (mine.us_device_median / parent.us_device_median - 1)
+        assert (f"| {dtype} | {shape.label()} | {us(parent.us_device_median)} | {parent.fraction_of_hbm:.2f} | "
+                f"{us(mine.us_device_median)} | {mine.fraction_of_hbm:.2f} | {change:+.1f}% |") in text
+    assert "Fixture GPU B (synthetic numbers): not measured on this GPU yet." in text
+    first = decode_version_section(gpus, registry.decode_versions()[0])
+    assert "change" not in first.split("\n\n")[2]  # no parent, no change column
+
+
+def test_a_decode_block_goes_at_the_end_of_the_notes_and_replaces_itself(gpus):
+    version = registry.decode_versions()[-1]
+    notes = "# d07\n\nProse.\n\n## Where the track stands\n\nMore prose.\n"
+    once = replace_block(notes, "measured", decode_version_section(gpus, version))
+    assert once.startswith(notes.rstrip()) and once.rstrip().endswith("<!-- END GENERATED: measured -->")
+    assert replace_block(once, "measured", decode_version_section(gpus, version)) == once
