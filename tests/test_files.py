@@ -27,28 +27,34 @@ def interrupted(fd: int) -> None:
     raise KeyboardInterrupt
 
 
+TITLES = {"study": "# study\n", "v01": "# v01\n", "d01": "# d01\n"}
+
+
 @pytest.fixture
-def readmes(tmp_path, monkeypatch) -> tuple[Path, Path]:
-    """README.md and one version's notes, in folders of their own, for `report` to update (and
-    results/README.md, beside which the GPUs' pages go)."""
-    readme, notes = tmp_path / "study" / "README.md", tmp_path / "v01" / "README.md"
-    for path, title in ((readme, "# study\n"), (notes, "# v01\n")):
+def readmes(tmp_path, monkeypatch) -> dict[str, Path]:
+    """README.md, one prefill version's notes and one decode version's, in folders of their own,
+    for `report` to update (and results/README.md, beside which the GPUs' pages go): nothing of
+    the project's own files is written."""
+    paths = {name: tmp_path / name / "README.md" for name in TITLES}
+    for name, path in paths.items():
         path.parent.mkdir()
-        path.write_text(title)
-    monkeypatch.setattr(report, "README", readme)
+        path.write_text(TITLES[name])
+    monkeypatch.setattr(report, "README", paths["study"])
     monkeypatch.setattr(report, "RESULTS_README", tmp_path / "results" / "README.md")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "README.md").write_text("# results\n")
-    v01 = dataclasses.replace(registry.get("v01"), folder=str(notes.parent))
+    v01 = dataclasses.replace(registry.get("v01"), folder=str(paths["v01"].parent))
+    d01 = dataclasses.replace(registry.decode_versions()[0], folder=str(paths["d01"].parent))
     monkeypatch.setattr(registry, "versions", lambda: [v01])
-    return readme, notes
+    monkeypatch.setattr(registry, "decode_versions", lambda: [d01])
+    return paths
 
 
 @pytest.mark.parametrize("failing,status,message", [(disk_full, 2, "No space left on device"),
                                                      (interrupted, 130, "interrupted")])
 def test_a_report_stopped_midway_leaves_the_readmes_as_they_were(readmes, monkeypatch, capsys, failing, status,
                                                                  message):
-    readme, notes = readmes
+    readme = readmes["study"]
     with monkeypatch.context() as patched:
         patched.setattr(os, "fsync", failing)
         assert harness_cli.main(["report"]) == status  # the committed results
@@ -56,12 +62,13 @@ def test_a_report_stopped_midway_leaves_the_readmes_as_they_were(readmes, monkey
     assert message in err and "Traceback" not in err, err
     if failing is disk_full:
         assert f"cannot write {readme}:" in err, "the file the user knows, not the temporary one"
-    for path, title in ((readme, "# study\n"), (notes, "# v01\n")):
-        assert path.read_text() == title
+    for name, path in readmes.items():
+        assert path.read_text() == TITLES[name]
         assert os.listdir(path.parent) == ["README.md"], "no temporary file left"
     assert harness_cli.main(["report"]) == 0
     assert "<!-- BEGIN GENERATED: headline -->" in readme.read_text()
-    assert os.listdir(readme.parent) == ["README.md"]
+    assert "<!-- BEGIN GENERATED: measured -->" in readmes["d01"].read_text()
+    assert all(os.listdir(path.parent) == ["README.md"] for path in readmes.values())
 
 
 def test_a_figure_is_replaced_whole_keeping_the_file_mode(tmp_path, monkeypatch):
