@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from backends import registry
+from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
 from harness.decode_plots import PerDtypeFigure
@@ -238,8 +238,12 @@ def tracks_block() -> str:
                          "and cuDNN)")
         else:
             parts.append(f"**float32** ({versions}, float32-exact)")
-    counted = {1: "One track", 2: "Two tracks"}.get(len(parts), f"{len(parts)} tracks")
-    return f"{counted}: " + " and ".join(parts) + "."
+    decode = decode_track()
+    if decode:
+        parts.append(f"**decode** (`{decode[0]}`–`{decode[-1]}`, one query row per sequence against a KV cache, "
+                     "float32, bfloat16 and float16)")
+    counted = {1: "One track", 2: "Two tracks", 3: "Three tracks"}.get(len(parts), f"{len(parts)} tracks")
+    return f"{counted}: " + ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] + "."
 
 
 def steps_block() -> str:
@@ -255,6 +259,15 @@ def steps_block() -> str:
         else:
             heading = f"### float32: {track.span()} (float32-exact)"
         parts += [heading, versions_table(track)]
+    decode = decode_track()
+    if decode:
+        parts += [f"### Decode: {decode[0]}–{decode[-1]} (float32, bfloat16 and float16; one query row per sequence "
+                  "against a KV cache)",
+                  "Each decode version's kernel is one template for the three dtypes, with float32 accumulation, "
+                  "and takes ragged lengths on the device and strided caches (`versions/common/decode_launch.h`). "
+                  "The `study` row of the registry pairs the last decode version with the last prefill version of "
+                  "the dtype's track for KV-cache generation.",
+                  versions_table(Track(precision.EVERY, tuple(decode)))]
     return "\n\n".join(parts)
 
 

@@ -379,8 +379,11 @@ def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, 
         assert text.count(f"<!-- BEGIN GENERATED: {name} -->") == 1
     for track in tracks():  # the introduction names each track's newest step
         assert f"`{track.versions[-1]}`, " in text.split("<!-- END GENERATED: tracks -->")[0]
-    for version in registry.versions():  # both tracks listed, each step linked
+    for version in registry.kernel_versions():  # every track listed, each step linked
         assert f"[`{version.name}`](versions/{version.folder}/)" in text
+    decode = registry.decode_versions()
+    intro = text.split("<!-- END GENERATED: tracks -->")[0]
+    assert f"**decode** (`{decode[0].name}`–`{decode[-1].name}`" in intro, "the introduction names the decode track"
     assert "CUDA >= " not in text  # a compute capability, not a toolkit version
     assert (f"| bfloat16 | `{HALF_TRACK.versions[-1]}` |" in text) == with_half
     assert (f"| float32 | `{FULL_TRACK.versions[-1]}` |" in text)
