@@ -9,7 +9,7 @@ echo "built at $((SECONDS-start)) s"
 timeout 60 python -m pytest -q -m gpu tests/test_decode_gpu.py -p no:cacheprovider -k d08 2>&1 | tail -3
 echo "d08 tests at $((SECONDS-start)) s"
 timeout 60 python -m harness bench-decode --backends naive,sdpa-flash,sdpa-cudnn,d02,d07,d08 --rounds 1 --skip-gate --results-dir $OUT/res > $OUT/bench.log 2>&1
-python scratch/summarize_decode.py $OUT/res/*/decode.csv > $OUT/summary.txt; head -50 $OUT/summary.txt | cut -c1-170
+python experiments/tools/summarize_decode.py $OUT/res/*/decode.csv > $OUT/summary.txt; head -50 $OUT/summary.txt | cut -c1-170
 echo "bench at $((SECONDS-start)) s"
 timeout 150 python -m pytest -q -m gpu tests/test_capture_gpu.py -p no:cacheprovider -k kv_cache 2>&1 | tail -6
 echo "kv capture tests at $((SECONDS-start)) s"

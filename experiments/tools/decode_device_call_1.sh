@@ -11,7 +11,7 @@ cat $OUT/tests.log | tail -25
 echo "tests done at $((SECONDS-start)) s"
 timeout 220 python -m harness bench-decode --backends naive,sdpa-math,sdpa-efficient,sdpa-flash,sdpa-cudnn,d01,d02,d03,d04,d05 --rounds 1 --skip-gate --results-dir $OUT/res > $OUT/bench.log 2>&1
 tail -5 $OUT/bench.log
-python scratch/summarize_decode.py $OUT/res/*/decode.csv | tee $OUT/summary.txt
+python experiments/tools/summarize_decode.py $OUT/res/*/decode.csv | tee $OUT/summary.txt
 echo "bench done at $((SECONDS-start)) s"
 timeout $((560-SECONDS+start)) python -m harness bench-decode --backends flex-attention,d05 --quick --rounds 1 --skip-gate --results-dir $OUT/flex > $OUT/flex.log 2>&1
 tail -12 $OUT/flex.log

@@ -8,5 +8,5 @@ timeout 120 python -m pytest -q -m gpu tests/test_decode_gpu.py -p no:cacheprovi
 echo "tests done at $((SECONDS-start)) s"
 timeout 300 python -m harness bench-decode --backends naive,sdpa-efficient,sdpa-flash,sdpa-cudnn,d02,d05,d06,d07 --rounds 1 --skip-gate --results-dir $OUT/res > $OUT/bench.log 2>&1
 grep -v "it/s\|s/it\|run/s" $OUT/bench.log | tail -5
-python scratch/summarize_decode.py $OUT/res/*/decode.csv > $OUT/summary.txt
+python experiments/tools/summarize_decode.py $OUT/res/*/decode.csv > $OUT/summary.txt
 echo "bench done at $((SECONDS-start)) s"
