@@ -790,8 +790,11 @@ def versions() -> list[CudaVersion]:
     return [b for b in BACKENDS if isinstance(b, CudaVersion)]
 
 
-def baseline_names() -> list[str]:
-    return [b.name for b in BACKENDS if not b.is_version]
+def baseline_names(kind: OpKind = PREFILL) -> list[str]:
+    """PyTorch's own kernels that provide `kind` (naive, the SDPA backends, flex-attention), in
+    registry order: the options every ratio's reference is the fastest of. Not the versions,
+    nor a composite row, whose parts are versions."""
+    return [b.name for b in providing(BACKENDS, kind) if not b.is_version]
 
 
 def select(spec: str | None) -> list[Backend]:

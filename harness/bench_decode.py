@@ -64,8 +64,8 @@ def measured_row(backend: str, dtype: str, shape: DecodeShape, timing: CallTimin
 def fastest_baseline(times: dict[str, float | None]) -> tuple[str, float] | None:
     """(name, device us) of the fastest PyTorch backend among `times` (any backend's device
     median at one shape and dtype), or None if no baseline has a device time."""
-    baselines = [(us, name) for name, us in times.items()
-                 if us is not None and not registry.get(name).is_version and not registry.get(name).composite]
+    pytorch = registry.baseline_names(DECODE)
+    baselines = [(us, name) for name, us in times.items() if us is not None and name in pytorch]
     if not baselines:
         return None
     us, name = min(baselines)

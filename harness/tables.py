@@ -53,7 +53,7 @@ def prefill_backends() -> list[str]:
 def baselines(kind: registry.OpKind = registry.PREFILL) -> list[str]:
     """PyTorch's own kernels of `kind` (naive, the SDPA backends, flex-attention), in registry
     order: the options a ratio's reference is the fastest of."""
-    return [b.name for b in registry.providing(registry.BACKENDS, kind) if not b.is_version]
+    return registry.baseline_names(kind)
 
 
 def study_pair() -> registry.StudyPair | None:
