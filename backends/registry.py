@@ -748,6 +748,10 @@ BACKENDS: tuple[Backend, ...] = (
                     "slots, up to 16 per head (a non-portable cluster): batch 8 no longer spills into a "
                     "second wave, batch 1 reaches every SM", build_flags=_FAST_MATH,
                     min_compute_capability=_HOPPER),
+    _decode_version(8, "rows_in_registers", "d07 with K and V loaded straight into registers, four rows per "
+                    "thread per step and the next step's rows issued before this step's are computed: no "
+                    "shared-memory ring, no barrier per tile, 16 warps per SM", build_flags=_FAST_MATH,
+                    min_compute_capability=_HOPPER),
 )
 
 # The backends others are measured against, each named once.
