@@ -752,6 +752,9 @@ BACKENDS: tuple[Backend, ...] = (
                     "thread per step and the next step's rows issued before this step's are computed: no "
                     "shared-memory ring, no barrier per tile, 16 warps per SM", build_flags=_FAST_MATH,
                     min_compute_capability=_HOPPER),
+    _decode_version(9, "blocks_stay", "d08 with one block per slot where the heads fill a wave or more: "
+                    "each block takes head after head, loading the next head's length, q and first rows "
+                    "before it merges this one", build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
 )
 
 # The backends others are measured against, each named once.

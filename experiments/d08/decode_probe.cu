@@ -1,7 +1,7 @@
 // Probe for decode version 8: d08's kernel at several block shapes (threads, blocks per SM,
 // rows per thread per step) against d07, in one binary, on one GPU.
 //   nvcc -std=c++17 -O3 --use_fast_math -arch=sm_90a -I../../versions/common \
-//        decode_probe.cu d07_entry.cu -o decode_probe && ./decode_probe
+//        decode_probe.cu d07_entry.cu d09_entry.cu -o decode_probe && ./decode_probe
 // Checks every shape against float64 on the host (a ragged batch with NaN past each length),
 // then times each at the decode benchmark's grid points: device time between two events
 // around one launch, the L2 flushed before each (a 256 MiB memset), median of 25, and the
@@ -45,6 +45,12 @@ cudaError_t d08_shape(const Args& a, const decode_attention::DeviceLimits& l, cu
     default:
       return d08_as<__nv_bfloat16, S>(a, l, s);
   }
+}
+cudaError_t d09_launch(const void* args,
+                       const causal_attention::DeviceLimits& limits,
+                       cudaStream_t stream);
+cudaError_t d09(const Args& a, const decode_attention::DeviceLimits& l, cudaStream_t s) {
+  return d09_launch(&a, l, s);
 }
 cudaError_t d07(const Args& a, const decode_attention::DeviceLimits& l, cudaStream_t s) {
   return d07_launch(&a, l, s);
@@ -159,9 +165,8 @@ const Variant kVariants[] = {
     {"d07", d07},
     {"d08 256x2 u4", d08_shape<BlockShape<256, 2, 4>>},
     {"d08 128x4 u4", d08_shape<BlockShape<128, 4, 4>>},
-    {"d08 512x1 u4", d08_shape<BlockShape<512, 1, 4>>},
+    {"d09", d09},
     {"d08 256x2 fill", d08_fill<BlockShape<256, 2, 4>>},
-    {"d08 128x4 fill", d08_fill<BlockShape<128, 4, 4>>},
     {"read 256x2 u4", stream_shape<BlockShape<256, 2, 4>>},
 };
 // The reading-alone rows compute nothing: the correctness check skips them.
