@@ -9,7 +9,7 @@
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 STUDY_COMMIT="$1"
 limit=${2:-560}
-D=d01,d02,d03,d04,d05,d06,d07,d08
+D=${DECODE_VERSIONS:-d01,d02,d03,d04,d05,d06,d07,d08,d09}  # DECODE_VERSIONS picks some
 B=naive,sdpa-math,sdpa-efficient,sdpa-flash,sdpa-cudnn,flex-attention,$D
 E=naive,sdpa-efficient,sdpa-cudnn,study,transformers-generate,sdpa-flash,sdpa-math,flex-attention
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ) start=$SECONDS stages=()
