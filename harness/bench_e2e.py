@@ -85,6 +85,18 @@ LOGITS_FACTOR = 1.25  # half precision: mean logits error at most this times the
 EAGER_ONLY_ON_CPU = "eager only: CUDA graphs need a CUDA device"
 
 
+def composite_parts(name: str, dtype: str) -> str | None:
+    """'h23 + d08': the versions a composite backend runs in `dtype` now, recorded in its row
+    (the registry's last versions change; the row must say what it measured). None otherwise."""
+    row = registry.get(name) if name in registry.names() else None
+    if not isinstance(row, registry.StudyPair):
+        return None
+    try:
+        return row.describe_parts(dtype)
+    except registry.BackendUnavailableError:
+        return None
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """How to build the model for the sweep (tests pass a tiny one)."""
@@ -380,7 +392,7 @@ class Sweep:
         return E2ERow(
             backend=name, dtype=dtype, mode=plan.mode.name, batch=plan.batch, tokens=n,
             prompt_tokens=plan.prompt_len, status=status,
-            notes=notes, n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd,
+            notes=notes, parts=composite_parts(name, dtype), n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd,
             replays=len(gpu.values) if gpu else None, eager_runs=len(eager.values) if eager else None,
             seconds_gpu_median=gpu.median if gpu else None, seconds_gpu_min=gpu.min if gpu else None,
             seconds_gpu_max=gpu.max if gpu else None,

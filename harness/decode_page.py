@@ -16,7 +16,7 @@ from harness.markdown import DASH, Footnotes, count_range, link, milliseconds, n
 from harness.reference_text import REFERENCE_COLUMN, ratio_rule, reference_cell, with_footnotes
 from harness.results import DecodeRow, E2ERow
 from harness.study import FULL, DecodeShape, KvPlan
-from harness.tables import GpuResults, Reference, backend_rank, decode_shape, kv_plan, study_pair, study_parts
+from harness.tables import GpuResults, Reference, backend_rank, decode_shape, kv_plan, study_pair
 
 if TYPE_CHECKING:
     from harness.gpu_page import Page
@@ -177,7 +177,7 @@ def kv_table(r: GpuResults, dtype: str) -> str:
     plans = r.kv_plans(dtype)
     names = sorted({x.backend for x in r.kv if x.dtype == dtype}, key=backend_rank)
     notes = Footnotes()
-    body = [[_kv_name(name, dtype), *(kv_cell(r.kv_row(name, plan, dtype)) for plan in plans)] for name in names]
+    body = [[_kv_name(name, dtype, r), *(kv_cell(r.kv_row(name, plan, dtype)) for plan in plans)] for name in names]
     pair = study_pair()
     if pair and pair.name in names:
         body.append([f"`{pair.name}` / fastest PyTorch, same run",
@@ -185,9 +185,9 @@ def kv_table(r: GpuResults, dtype: str) -> str:
     return with_footnotes(table(["backend", *(plan.label() for plan in plans)], body), notes)
 
 
-def _kv_name(name: str, dtype: str) -> str:
+def _kv_name(name: str, dtype: str, r: GpuResults) -> str:
     pair = study_pair()
-    return f"`{name}` ({study_parts(dtype)})" if pair and name == pair.name else f"`{name}`"
+    return f"`{name}` ({r.study_parts(dtype)})" if pair and name == pair.name else f"`{name}`"
 
 
 def _failed_checks(rows: Sequence[E2ERow]) -> list[str]:

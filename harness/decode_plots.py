@@ -27,8 +27,7 @@ from harness.plots import (AXIS_PT, LIGHT, NOTE_PT, REFERENCE, STRONG, TICK_PT, 
 from harness.markdown import us
 from harness.results import DecodeRow, E2ERow
 from harness.study import DECODE_BATCHES, FULL
-from harness.tables import (GpuResults, backend_rank, baselines, decode_shape, decode_track, is_version, study_pair,
-                            study_parts)
+from harness.tables import (GpuResults, backend_rank, baselines, decode_shape, decode_track, is_version, study_pair)
 
 LAST = STRONG[-1]  # the decode track's last version, the study's pair
 EAGER_ONLY = "0.1"  # transformers' generate(): eager time only
@@ -199,12 +198,12 @@ def _kv_names(r: GpuResults, dtype: str) -> list[str]:
     return sorted({x.backend for x in r.kv if x.dtype == dtype}, key=backend_rank)
 
 
-def _kv_look(name: str, dtype: str) -> tuple[dict, str, str]:
+def _kv_look(name: str, dtype: str, r: GpuResults) -> tuple[dict, str, str]:
     """(line style, label, label colour) of one backend's line."""
     pair = study_pair()
     if pair and name == pair.name:
         style = {"color": LAST, "linestyle": "-", "marker": "o", "linewidth": 2.2, "markersize": 4.5, "zorder": 4}
-        return style, f"{name} ({study_parts(dtype)})", LAST
+        return style, f"{name} ({r.study_parts(dtype)})", LAST
     if name == hf_generate.NAME:
         style = {"color": EAGER_ONLY, "linestyle": (0, (1, 1.2)), "marker": "x", "linewidth": 1.6, "markersize": 6,
                  "zorder": 3}
@@ -227,7 +226,7 @@ def _kv_lines(ax: Axes, r: GpuResults, dtype: str, prompt: int,
     for name in _kv_names(r, dtype):
         points = _kv_points(r, dtype, prompt, name, value)
         if points:
-            style, label, colour = _kv_look(name, dtype)
+            style, label, colour = _kv_look(name, dtype, r)
             ax.plot([b for b, _ in points], [v for _, v in points], **style)
             labels.append(EndLabel(label, points[-1][1], points[-1][0], colour, style["color"] == LAST))
     _fixed_x(ax, sorted({plan.batch for plan in r.kv_plans(dtype) if plan.prompt_tokens == prompt}))
@@ -291,7 +290,7 @@ def kv_cache_figure(r: GpuResults, dtype: str) -> Figure | None:
         return None
     rows = [x for x in r.kv if x.dtype == dtype]
     new = sorted({x.tokens - x.prompt_tokens for x in rows})
-    texts = [_kv_look(name, dtype)[1] for name in _kv_names(r, dtype)]
+    texts = [_kv_look(name, dtype, r)[1] for name in _kv_names(r, dtype)]
     room = _end_label_room([*texts, *(f"{text} ↑ 8.8×" for text in texts if text in baselines()), FASTEST])
     frame = _frame(title=f"GPT-2 with a KV cache: generation against the batch, {dtype} — {r.gpu}",
                    notes=[f"GPT-2 ({rows[0].model_description()}), weights and activations in {dtype}: B sequences, "

@@ -30,7 +30,7 @@ from harness.reference_text import footnotes, reference_cell
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE
 from harness.tables import (GpuResults, Reference, Track, backend_rank, decode_track, dtype_rank, name_ranges,
-                            prefill_backends, study_parts, tracks)
+                            prefill_backends, tracks)
 from harness.version_notes import decode_version_section, version_section
 
 README = PROJECT_ROOT / "README.md"
@@ -185,7 +185,7 @@ def kv_headline(ctx: Context) -> str:
                 continue
             found, model, new = True, row.model_description(), row.tokens - row.prompt_tokens
             body.append([f"[{r.gpu}]({link(ctx.gpu_page(r), ctx.page)}#kv-cache-generation)", dtype,
-                         f"`{row.backend}` ({study_parts(dtype)})", milliseconds(row.seconds_gpu_median),
+                         f"`{row.backend}` ({row.parts or DASH})", milliseconds(row.seconds_gpu_median),
                          num(row.tokens_per_second, "{:,.0f}"),
                          f"{num(ratio, '{:.2f}×')} {reference_cell(reference, notes)}" if reference else DASH,
                          milliseconds(reference.time if reference else None)])

@@ -108,6 +108,7 @@ class E2ERow:
     prompt_tokens: int
     status: str
     notes: str | None
+    parts: str | None  # a composite backend's versions as this run ran them, e.g. "h23 + d08" (the study row)
     n_layer: int
     n_head: int
     n_embd: int

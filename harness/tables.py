@@ -61,15 +61,6 @@ def study_pair() -> registry.StudyPair | None:
     return next((b for b in registry.BACKENDS if isinstance(b, registry.StudyPair)), None)
 
 
-def study_parts(dtype: str) -> str:
-    """'v29 + d07': the versions the study's row runs in `dtype` (the registry's last ones)."""
-    pair = study_pair()
-    try:
-        return pair.describe_parts(dtype) if pair else DASH
-    except registry.BackendUnavailableError:
-        return DASH
-
-
 def decode_track() -> list[str]:
     """The decode versions (d01, ...), in registry order."""
     return [v.name for v in registry.decode_versions()]
@@ -383,6 +374,16 @@ class GpuResults:
         """`backend`'s latest row of `plan` in `dtype` (its longest generation)."""
         rows = [r for r in self.kv if r.backend == backend and r.dtype == dtype and kv_plan(r) == plan]
         return max(rows, key=lambda r: r.tokens, default=None)
+
+    def study_parts(self, dtype: str) -> str:
+        """'h23 + d08': the versions the study row's KV-cache rows shown in `dtype` ran, as the
+        rows recorded them (' / ' between several); '–' where none did."""
+        pair = study_pair()
+        if pair is None:
+            return DASH
+        plans = {kv_plan(x) for x in self.kv if x.backend == pair.name and x.dtype == dtype}
+        shown = (self.kv_row(pair.name, plan, dtype) for plan in plans)
+        return " / ".join(sorted({x.parts for x in shown if x is not None and x.parts})) or DASH
 
     def kv_vs_fastest(self, row: E2ERow | None) -> tuple[float | None, Reference | None]:
         """`row`'s GPU time over that of the fastest of PyTorch's kernels generating the same plan

@@ -624,11 +624,27 @@ def test_the_headline_has_a_kv_row_per_gpu_and_dtype_that_has_it(gpus):
     for dtype in r.kv_dtypes():
         row = r.kv_row("study", KV_HEADLINE, dtype)
         ratio, reference = r.kv_vs_fastest(row)
-        parts = registry.get("study").describe_parts(dtype)
+        parts = row.parts  # what the row's run ran, recorded in the row
+        assert parts == registry.get("study").describe_parts(dtype)  # the fixtures' runs: today's pair
         assert (f"| {dtype} | `study` ({parts}) | {row.seconds_gpu_median * 1e3:,.1f} ms | "
                 f"{row.tokens_per_second:,.0f} | {ratio:.2f}× `{reference.backend}` | "
                 f"{reference.time * 1e3:,.1f} ms |") in text
     assert "Not measured on this GPU yet: Fixture GPU B (synthetic numbers)." in text
+
+
+def test_the_study_pair_named_is_the_one_its_rows_recorded(gpus):
+    """A study row measured when the registry's last decode version was another one keeps that
+    pair's name: the tables name what ran, not today's registry."""
+    r = gpus[0]
+    dtype = r.kv_dtypes()[0]
+    today = registry.get("study").describe_parts(dtype)
+    older = dataclasses.replace(r, e2e_every_mode=[dataclasses.replace(x, parts="v01 + d01") if x.backend == "study"
+                                                   else x for x in r.e2e_every_mode])
+    assert r.study_parts(dtype) == today
+    assert older.study_parts(dtype) == "v01 + d01"
+    assert "(v01 + d01)" in headline([older, *gpus[1:]])
+    unrecorded = dataclasses.replace(r, e2e_every_mode=[dataclasses.replace(x, parts=None) for x in r.e2e_every_mode])
+    assert unrecorded.study_parts(dtype) == "–"
 
 
 def test_the_results_summary_links_the_decode_figures(tmp_path, gpus):
