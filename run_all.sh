@@ -12,9 +12,9 @@ usage() {
   cat <<'USAGE'
 Usage: ./run_all.sh [options]
 
-  --quick             a few shapes and token counts, no flex-attention; measured once from cold
-                      on an H200: 5.7 minutes (build 67 s, gate 12, kernels about 175, end to
-                      end 73, plots and report 13); each run's stage times go to stages.csv
+  --quick             each track's first and last versions beside PyTorch's kernels (not
+                      flex-attention), at a few shapes and token counts; each run's stage
+                      times go to stages.csv, and each GPU's page shows them (mode quick)
   --backends LIST     only these backends, e.g. naive,sdpa-efficient,v10,v11 (default: all;
                       with --quick, all but those the registry leaves out of a quick sweep)
   --dtypes LIST       only these dtypes, e.g. float32 or bfloat16,float16 (default: all three;

@@ -804,14 +804,34 @@ def baseline_names(kind: OpKind = PREFILL) -> list[str]:
     return [b.name for b in providing(BACKENDS, kind) if not b.is_version]
 
 
+def track_of(version: KernelVersion) -> list[KernelVersion]:
+    """The versions of `version`'s track, in order: the kernel versions of its kind (prefill or
+    decode) that take the same dtypes (float32's v01..., half precision's h01..., decode's d01...)."""
+    return [v for v in kernel_versions() if type(v) is type(version) and v.dtypes == version.dtypes]
+
+
+def quick_refusal(backend: Backend) -> str | None:
+    """Why `run_all.sh --quick` leaves `backend` out, or None if a quick sweep measures it: the
+    row's own reason (flex-attention's compile time), or for a version between its track's
+    first and last that a quick sweep measures the track's two ends, to stay within minutes."""
+    if backend.quick:
+        return backend.quick
+    if isinstance(backend, KernelVersion):
+        track = track_of(backend)
+        if backend is not track[0] and backend is not track[-1]:
+            return (f"left out of --quick, which measures each track's first and last versions "
+                    f"({track[0].name}, {track[-1].name}); the full sweep measures every version")
+    return None
+
+
 def select(spec: str | None) -> list[Backend]:
     """Backends named in a comma-separated list ("naive,v05"), all of them for None/"all", or
-    for "quick" all but those whose row says why a quick sweep leaves them out; a list that
-    names none ('') is refused (UnknownBackendError), not taken for all."""
+    for "quick" all but those a quick sweep leaves out (quick_refusal); a list that names none
+    ('') is refused (UnknownBackendError), not taken for all."""
     if spec is None or spec.strip() == "all":
         return list(BACKENDS)
     if spec.strip() == "quick":
-        return [b for b in BACKENDS if b.quick is None]
+        return [b for b in BACKENDS if quick_refusal(b) is None]
     named = [get(part.strip()) for part in spec.split(",") if part.strip()]
     if not named:  # '' or ',': never 'every backend'
         raise UnknownBackendError(f"{spec!r} names no backend: give comma-separated names, 'all' or 'quick'")

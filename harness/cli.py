@@ -92,8 +92,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             notes.append(f"not available: {reason}")
         if b.end_to_end:
             notes.append(b.end_to_end)
-        if b.quick:
-            notes.append(b.quick)
+        quick = registry.quick_refusal(b)
+        if quick:
+            notes.append(quick)
         print(f"{b.name:15s} {b.runs_on():{where_width}s} {b.description}"
               + (f"  [{'; '.join(notes)}]" if notes else ""))
     return 0

@@ -131,11 +131,19 @@ def test_list_shows_a_version_unavailable_on_this_gpu(monkeypatch, capsys):
     assert "compute capability 7.5" in out.splitlines()[0]
 
 
-def test_quick_selection_leaves_out_exactly_the_rows_that_say_why():
+def test_quick_selection_is_each_tracks_ends_and_the_baselines():
     quick = {b.name for b in registry.select("quick")}
     for backend in registry.BACKENDS:
-        assert (backend.name in quick) == (backend.quick is None), backend.name
-    assert "flex-attention" not in quick and "v17" in quick
+        assert (backend.name in quick) == (registry.quick_refusal(backend) is None), backend.name
+    assert "flex-attention" not in quick  # its row says why
+    for first in ("v01", "h01", "d01"):
+        track = [v.name for v in registry.track_of(registry.get(first))]
+        assert track[0] == first and len(track) > 2, track
+        assert track[0] in quick and track[-1] in quick, track
+        assert not set(track[1:-1]) & quick, track
+    study = registry.get("study")
+    for dtype in ("float32", "bfloat16"):  # the KV-cache generation's pair is measured too
+        assert {part.name for part in study.parts(dtype)} <= quick
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (10, 0)], ids=["older", "newer"])
