@@ -1,21 +1,36 @@
 """Shared fixtures. Tests marked `gpu` are deselected where no CUDA device exists (the summary
-counts them): thousands of parametrized GPU checks would otherwise each be set up and skipped."""
+counts them): thousands of parametrized GPU checks would otherwise each be set up and skipped.
+Tests marked `ahead` run last, their jobs started in the background as the session begins
+(tests/ahead.py)."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
 
 from backends import registry
 from backends.registry import Target
+from tests.ahead import Ahead, jobs_of
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    gpu = [item for item in items if "gpu" in item.keywords]
+    gpu = [item for item in items if "gpu" in item.keywords] if not torch.cuda.is_available() else []
     if gpu:
         items[:] = [item for item in items if "gpu" not in item.keywords]
         config.hook.pytest_deselected(items=gpu)
+    items.sort(key=lambda item: item.get_closest_marker("ahead") is not None)  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ahead]:
+    """The jobs of the selected tests' `ahead` marks, started as the first test begins;
+    ahead(job) is a job's result (tests/ahead.py)."""
+    lane = Ahead(tmp_path_factory)
+    lane.start(jobs_of(request.session.items))
+    yield lane
+    lane.close()
 
 
 class VersionOps(dict):
@@ -83,3 +98,24 @@ def attention_or_skip():
         return backend.attention("cuda", dtype)
 
     return attention
+
+
+@pytest.fixture(scope="session")
+def committed_results() -> list:
+    """The committed results/ folder's GPUs, read once for the session."""
+    from harness.tables import load_all
+
+    return load_all(registry.PROJECT_ROOT / "results")
+
+
+@pytest.fixture
+def committed_results_read_once(committed_results, monkeypatch) -> None:
+    """`python -m harness report` (and plot) in this test take the committed results/ from
+    `committed_results` instead of reading its files again (a second or two each time, for the
+    tests that report them more than once); any other folder is read as usual. Nothing in the
+    report changes the results it is given."""
+    from harness import tables
+
+    read, committed = tables.load_all, (registry.PROJECT_ROOT / "results").resolve()
+    monkeypatch.setattr(tables, "load_all",
+                        lambda folder: committed_results if Path(folder).resolve() == committed else read(folder))

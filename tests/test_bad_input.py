@@ -19,6 +19,7 @@ from backends.registry import PROJECT_ROOT
 from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
 from harness.results import KERNELS, TABLES, ResultsFileError
+from tests.ahead import Ahead, takes
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "results"
 GPU = "fixture-gpu-a-synthetic-numbers"
@@ -224,12 +225,20 @@ def test_run_all_refuses_an_empty_value(trial, args, message):
     assert "==" not in proc.stdout, "no stage may run"
 
 
-def test_run_all_refuses_an_unknown_dtype_and_a_gpu_folder_before_any_stage(trial):
+def run_all_with_two_bad_arguments(ahead: Ahead) -> tuple[Path, subprocess.CompletedProcess]:
+    """A job (tests/ahead.py): run_all.sh's check of its arguments imports torch, seconds spent in
+    the background while the other tests run. Into a copy of GPU A's results, as `trial`."""
+    results = ahead.tmp("trial") / "results"
+    shutil.copytree(FIXTURES / GPU, results / GPU)
+    return results, run_all("--plots-only", "--dtypes", "float33", "--results-dir", str(results / GPU),
+                            "--plots-dir", str(results.parent / "plots"))
+
+
+@takes(run_all_with_two_bad_arguments)
+def test_run_all_refuses_an_unknown_dtype_and_a_gpu_folder_before_any_stage(ahead):
     """--plots-only --dtypes float33 drew everything; a GPU folder as --results-dir read nothing.
     One run, one line each (the check says every problem it finds)."""
-    results, plots = trial
-    proc = run_all("--plots-only", "--dtypes", "float33", "--results-dir", str(results / GPU), "--plots-dir",
-                   str(plots))
+    results, proc = ahead(run_all_with_two_bad_arguments)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         "run_all.sh: --dtypes: unknown dtype 'float33'; the study measures float32, bfloat16, float16",

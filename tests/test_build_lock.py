@@ -22,7 +22,8 @@ from backends.registry import PROJECT_ROOT
 
 # torch's cpp_extension.load for real (its FileBaton `lock` included), but the build step
 # only says it is building and sleeps for argv[2] seconds, and nothing is imported. The
-# version's folder lies under argv[1] instead of build/.
+# version's folder lies under argv[1] instead of build/. With a third argument the loader
+# says "ready" once its imports are done and loads when a line comes on stdin.
 LOADER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -36,32 +37,43 @@ LOADER = textwrap.dedent("""
     cpp_extension._write_ninja_file_and_build_library = build
     cpp_extension._import_module_from_library = lambda *args, **kwargs: None
     extension.BUILD_ROOT = Path(sys.argv[1])
+    if len(sys.argv) > 3:
+        print("ready", flush=True)
+        sys.stdin.readline()
     extension.build_and_load(registry.get("v01"), [extension.Arch((9, 0))])
     print("loaded", flush=True)
 """)
 
 
-def start_loader(build_root: Path, build_seconds: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", LOADER, str(build_root), str(build_seconds)], cwd=PROJECT_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_loader(build_root: Path, build_seconds: float, *, wait: bool = False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", LOADER, str(build_root), str(build_seconds), *(["wait"] * wait)],
+                            cwd=PROJECT_ROOT, stdin=subprocess.PIPE if wait else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def test_a_load_killed_mid_build_does_not_hang_the_next(tmp_path):
     """SIGKILL while torch's loader holds its lock leaves the file; the next load removes it
-    (one line naming it) and finishes. Without the fix it waits forever: the timeout fails it."""
+    (one line naming it) and finishes. Without the fix it waits forever: the timeout fails it.
+    The next loader is started beside the first (its imports, torch's, take seconds) and loads
+    only once the first is dead."""
     killed = start_loader(tmp_path, 60)
-    assert killed.stdout.readline().strip() == "building", killed.stderr.read()
-    killed.kill()
-    killed.communicate()
-    stale = tmp_path / "v01" / TORCH_LOCK_FILE
-    assert stale.exists(), "torch's loader should have left its lock behind"
-
-    proc = start_loader(tmp_path, 0)
+    proc = start_loader(tmp_path, 0, wait=True)
     try:
-        out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"the next load hangs on the stale {stale}")
+        assert killed.stdout.readline().strip() == "building", killed.stderr.read()
+        killed.kill()
+        killed.communicate()
+        stale = tmp_path / "v01" / TORCH_LOCK_FILE
+        assert stale.exists(), "torch's loader should have left its lock behind"
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        try:
+            out, err = proc.communicate("load\n", timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the next load hangs on the stale {stale}")
+    finally:
+        for loader in (killed, proc):
+            if loader.poll() is None:
+                loader.kill()
+                loader.communicate()
     assert proc.returncode == 0, err
     assert out.split() == ["building", "loaded"]
     notices = [line for line in err.splitlines() if line.strip()]

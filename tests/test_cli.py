@@ -1,6 +1,7 @@
 """The command-line tools on a machine without a GPU: a clear one-line message and a
 non-zero exit instead of a traceback. Refusals run in-process (fast); each entry point
-(python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test."""
+(python -m gpt2, python -m harness, run_all.sh) has one subprocess smoke test, its command
+started ahead (tests/ahead.py)."""
 from __future__ import annotations
 
 import csv
@@ -21,6 +22,7 @@ from backends.registry import PROJECT_ROOT
 from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
 from harness.results import KERNELS
+from tests.ahead import Ahead, takes
 
 PROMPT_IDS = [15496, 11, 314, 1101, 257, 3303, 2746, 11]
 
@@ -154,13 +156,19 @@ def test_ctrl_c_says_interrupted(monkeypatch, capsys):
     assert err.strip() == "python -m gpt2: interrupted"
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> str:
+def tiny_model(ahead: Ahead) -> str:
+    """A GPT-2 of 2 layers and width 128 saved as Hugging Face does; made once (a job: the
+    smoke test of `python -m gpt2` below takes it ahead)."""
     transformers = pytest.importorskip("transformers")
-    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    directory = ahead.tmp("tiny-gpt2")
     transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)) \
         .save_pretrained(directory)
     return str(directory)
+
+
+@pytest.fixture
+def tiny_model_dir(ahead) -> str:
+    return ahead(tiny_model)
 
 
 def test_progress_bar_on_a_terminal_only(tiny_model_dir, monkeypatch, capsys):
@@ -401,7 +409,7 @@ def test_plot_and_report_refuse_a_folder_they_cannot_write_in(tmp_path, capsys, 
             f"cannot write {tmp_path / 'elsewhere' / 'some-gpu' / 'a.png'}: Permission denied")
 
 
-def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsys):
+def test_report_says_when_the_readmes_are_unchanged(tmp_path, monkeypatch, capsys, committed_results_read_once):
     """It said 'updated README.md' also when nothing changed; an unchanged file is not rewritten."""
     import dataclasses
 
@@ -471,38 +479,16 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 RUN_ALL_ENV = {**ENV, "PYTHON": sys.executable}
 
 
-@pytest.fixture(scope="module")
-def started(tmp_path_factory):
-    """Commands that only read and refuse, started together in the background: each spends its
-    seconds importing torch, which the cores do side by side. started(name) waits for one and
-    returns it as subprocess.run would; any a test did not take (-k) is killed at the end."""
-    empty = tmp_path_factory.mktemp("run-all")
-    commands = {
-        "harness bench-kernels": ([sys.executable, "-m", "harness", "bench-kernels"], ENV),
-        "run_all": (["bash", "run_all.sh"], RUN_ALL_ENV),
-        "run_all 0123456789ab-dirty": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab-dirty"}),
-        "run_all 0123456789ab": (["bash", "run_all.sh"], {**RUN_ALL_ENV, "STUDY_COMMIT": "0123456789ab"}),
-        "run_all unknown backend": (["bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir",
-                                     str(empty), "--plots-dir", str(empty)], RUN_ALL_ENV),
-    }
-    processes = {name: subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True) for name, (args, env) in commands.items()}
-
-    def finished(name: str) -> subprocess.CompletedProcess:
-        proc = processes[name]
-        out, err = proc.communicate(timeout=300)
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-    yield finished
-    for proc in processes.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
-def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
-    proc = run(sys.executable, "-m", "gpt2", "--model-dir", tiny_model_dir, "--device", "cpu", "--tokens", "12",
+# Each smoke test's command runs to completion on its own: a job started ahead (tests/ahead.py),
+# its seconds (importing torch) spent in the background while the other tests run.
+def gpt2_json(ahead: Ahead) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "gpt2", "--model-dir", ahead(tiny_model), "--device", "cpu", "--tokens", "12",
                "--repeats", "2", "--json")
+
+
+@takes(gpt2_json)
+def test_gpt2_entry_point_json_on_cpu(ahead):
+    proc = ahead(gpt2_json)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", "no progress bar with --json"
     result = json.loads(proc.stdout)
@@ -517,14 +503,32 @@ def test_gpt2_entry_point_json_on_cpu(tiny_model_dir):
     assert result["provenance"]["torch"] == torch.__version__
 
 
-def test_harness_entry_point(started):
-    proc = started("harness bench-kernels")
+def harness_without_a_gpu(ahead: Ahead) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "harness", "bench-kernels")
+
+
+@takes(harness_without_a_gpu)
+def test_harness_entry_point(ahead):
+    proc = ahead(harness_without_a_gpu)
     assert proc.returncode == 2 and "no CUDA device is available" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_run_all_checks_for_a_gpu_before_anything_else(started):
-    proc = started("run_all")
+def run_all_naming(commit: str):
+    """The job of `run_all.sh` (no options) with STUDY_COMMIT=commit."""
+    def job(ahead: Ahead) -> subprocess.CompletedProcess:
+        return run("bash", "run_all.sh", env={**RUN_ALL_ENV, "STUDY_COMMIT": commit})
+
+    job.__name__ = f"run_all_naming_{commit.replace('-', '_')}"
+    return job
+
+
+RUN_ALL_NAMING = {commit: run_all_naming(commit) for commit in ("0123456789ab-dirty", "0123456789ab")}
+
+
+@takes(RUN_ALL_NAMING["0123456789ab"])
+def test_run_all_checks_for_a_gpu_before_anything_else(ahead):
+    proc = ahead(RUN_ALL_NAMING["0123456789ab"])  # the commit named: no warning on a tree that differs from HEAD
     assert proc.returncode == 2, proc.stderr
     assert "no CUDA device is available" in proc.stderr and "--plots-only" in proc.stderr
     assert "installing" not in proc.stdout
@@ -549,9 +553,16 @@ def test_run_all_rejects_unknown_option():
     assert proc.returncode == 2 and "unknown option: --bogus" in proc.stderr
 
 
-def test_run_all_refuses_an_unknown_backend_before_anything_runs(started):
+def run_all_unknown_backend(ahead: Ahead) -> subprocess.CompletedProcess:
+    empty = ahead.tmp("run-all")
+    return run("bash", "run_all.sh", "--plots-only", "--backends", "naive,v99", "--results-dir", str(empty),
+               "--plots-dir", str(empty), env=RUN_ALL_ENV)
+
+
+@takes(run_all_unknown_backend)
+def test_run_all_refuses_an_unknown_backend_before_anything_runs(ahead):
     """--plots-only used to ignore --backends v99 and draw."""
-    proc = started("run_all unknown backend")
+    proc = ahead(run_all_unknown_backend)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("run_all.sh: --backends: unknown backend 'v99'; valid backends: naive,"), proc.stderr
     assert "==" not in proc.stdout, "no stage may run"
@@ -573,13 +584,17 @@ def read_only_run(folder: Path, *args: str, env: dict) -> subprocess.CompletedPr
     return run("unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', str(folder), *args, env=env)
 
 
-def test_run_all_plots_only_with_a_read_only_plots_dir(tmp_path):
-    """Issue 20 item 10: the plots stage says so in one line, and the sweep stops there."""
-    results, plots = tmp_path / "results", tmp_path / "plots"
+def run_all_into_a_read_only_plots_dir(ahead: Ahead) -> tuple[Path, subprocess.CompletedProcess]:
+    results, plots = ahead.tmp("results"), ahead.tmp("plots")
     results_with_kernel_rows(results)
-    plots.mkdir()
-    proc = read_only_run(plots, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results), "--plots-dir",
-                         str(plots), env={**ENV, "PYTHON": sys.executable})
+    return plots, read_only_run(plots, "bash", "run_all.sh", "--plots-only", "--results-dir", str(results),
+                                "--plots-dir", str(plots), env=RUN_ALL_ENV)
+
+
+@takes(run_all_into_a_read_only_plots_dir)
+def test_run_all_plots_only_with_a_read_only_plots_dir(ahead):
+    """Issue 20 item 10: the plots stage says so in one line, and the sweep stops there."""
+    plots, proc = ahead(run_all_into_a_read_only_plots_dir)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert f"python -m harness: error: --plots-dir {plots}: cannot write in {plots} (" in proc.stderr
@@ -609,12 +624,14 @@ def test_bench_kernels_refuses_fewer_than_one_round_before_looking_for_a_gpu(cap
     harness(["bench-kernels", "--rounds", "2"], capsys, "needs a GPU")
 
 
-@pytest.mark.parametrize("commit, warned", [("0123456789ab-dirty", True), ("0123456789ab", False)])
-def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned, started):
+@pytest.mark.parametrize("commit, warned", [pytest.param(commit, warned, marks=takes(RUN_ALL_NAMING[commit]))
+                                            for commit, warned in (("0123456789ab-dirty", True),
+                                                                   ("0123456789ab", False))])
+def test_run_all_warns_before_measuring_rows_that_would_name_a_dirty_commit(commit, warned, ahead):
     """A GPU machine sent the files but an old .git names the wrong commit with '-dirty';
     run_all.sh says so (and how to name the right one) before its GPU check, as `try` does
     in its log (backends.environment.stale_commit_warning)."""
-    proc = started(f"run_all {commit}")
+    proc = ahead(RUN_ALL_NAMING[commit])
     said = f"run_all.sh: the tree differs from commit 0123456789ab, so what is measured will name {commit}"
     assert (said in proc.stderr) == warned, proc.stderr
     assert ("STUDY_COMMIT=<the commit this tree is>" in proc.stderr) == warned, proc.stderr

@@ -16,8 +16,9 @@ from harness.compile_check import (
     KernelRequirements,
     KernelResources,
     LaunchConfig,
-    check_version,
     Probes,
+    VersionReport,
+    check_version,
     compile_failed,
     compile_version,
     count_warp_syncs,
@@ -27,6 +28,7 @@ from harness.compile_check import (
     skip_reason,
 )
 from harness.study import Shape
+from tests.ahead import Ahead, takes
 
 NVCC = find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found: the compile check needs the CUDA toolkit")
@@ -35,16 +37,24 @@ PROBE_KERNEL = CudaVersion(name="v99", description="test kernel", number=99,
                            folder=str(Path(__file__).parent / "fixtures" / "probe_kernel"))
 
 
-@pytest.fixture(scope="module")
-def probes(tmp_path_factory) -> Probes:
-    return Probes(NVCC, tmp_path_factory.mktemp("probe"))
+# Each test's compilations are a job started ahead (tests/ahead.py): nvcc runs in the background
+# while the other tests run, and the test, run last, takes what the job returns.
+def shared_probes(ahead: Ahead) -> Probes:
+    """The probes' object files, each compiled once for all the jobs (Probes is thread-safe)."""
+    return Probes(NVCC, ahead.tmp("probe"))
+
+
+def probe_kernel_launch(ahead: Ahead) -> tuple[LaunchConfig, KernelRequirements]:
+    out = ahead.tmp("probe-kernel")
+    compile_version(NVCC, PROBE_KERNEL, "sm_90", out)
+    return probe_launch(NVCC, ahead(shared_probes).object_for(PROBE_KERNEL), out / "v99_sm_90.o", PROBE_KERNEL,
+                        Shape(2, 12, 513), H100)
 
 
 @needs_nvcc
-def test_the_probe_prints_the_launch_configuration(probes, tmp_path):
-    compile_version(NVCC, PROBE_KERNEL, "sm_90", tmp_path)
-    launch, requirements = probe_launch(NVCC, probes.object_for(PROBE_KERNEL), tmp_path / "v99_sm_90.o", PROBE_KERNEL,
-                                        Shape(2, 12, 513), H100)
+@takes(probe_kernel_launch)
+def test_the_probe_prints_the_launch_configuration(ahead):
+    launch, requirements = ahead(probe_kernel_launch)
     assert launch == LaunchConfig(grid=(24, 9, 1), block=(16, 32, 1), smem_bytes=3 * 64 * 64 * 4)
     assert launch.threads == 512
     assert requirements == KernelRequirements(strided_inputs=False, alignment_bytes=4, half_precision=False)
@@ -58,11 +68,24 @@ CHECKED = [registry.versions()[0], next(v for v in registry.versions()
                                         if v.arch_specific is not None and "bfloat16" in v.dtypes)]
 
 
+def checked(version: CudaVersion):
+    """The job that checks `version` for sm_90 and sm_75."""
+    def check(ahead: Ahead) -> VersionReport:
+        return check_version(NVCC, version, ["sm_90", "sm_75"], ahead(shared_probes), ahead.tmp(version.name))
+
+    check.__name__ = f"check_{version.name}"
+    return check
+
+
+CHECK_JOBS = {version.name: checked(version) for version in CHECKED}
+
+
 @needs_nvcc
-@pytest.mark.parametrize("version", CHECKED, ids=lambda v: v.name)
-def test_versions_compile_and_report_resources_and_launch(version, probes, tmp_path):
+@pytest.mark.parametrize("version", [pytest.param(v, id=v.name, marks=takes(CHECK_JOBS[v.name]))
+                                     for v in CHECKED])
+def test_versions_compile_and_report_resources_and_launch(version, ahead):
     """A plain version and an arch-specific half-precision one (CI's compile check covers them all)."""
-    report = check_version(NVCC, version, ["sm_90", "sm_75"], probes, tmp_path)
+    report = ahead(CHECK_JOBS[version.name])
     assert isinstance(report.launch, LaunchConfig), report.launch
     assert report.disagreement is None, report.disagreement
     assert report.launch.smem_bytes > 0 and 0 < report.launch.threads <= 1024, report.launch
@@ -75,58 +98,81 @@ def test_versions_compile_and_report_resources_and_launch(version, probes, tmp_p
         assert 0 < resources.registers * report.launch.threads <= 65536, (arch, resources)
 
 
+def disagreeing_rows(ahead: Ahead) -> tuple[VersionReport, VersionReport, VersionReport]:
+    """The fixture kernel checked as its own row, as a row that says otherwise, and as a row of
+    the half-precision track."""
+    rows = (PROBE_KERNEL, dataclasses.replace(PROBE_KERNEL, strided_inputs=True, alignment_bytes=16),
+            dataclasses.replace(PROBE_KERNEL, dtypes=("bfloat16", "float16")))
+    return tuple(check_version(NVCC, row, ["sm_90"], ahead(shared_probes), ahead.tmp("disagrees")) for row in rows)
+
+
 @needs_nvcc
-def test_a_registry_row_that_disagrees_with_its_kernel_file_is_named(probes, tmp_path):
+@takes(disagreeing_rows)
+def test_a_registry_row_that_disagrees_with_its_kernel_file_is_named(ahead):
     """The fixture kernel's requirements() says contiguous inputs, 4-byte alignment."""
-    agrees = check_version(NVCC, PROBE_KERNEL, ["sm_90"], probes, tmp_path)
+    agrees, wrong, half = ahead(disagreeing_rows)
     assert agrees.requirements == KernelRequirements(False, 4, False) and agrees.disagreement is None
-    wrong = dataclasses.replace(PROBE_KERNEL, strided_inputs=True, alignment_bytes=16)
-    report = check_version(NVCC, wrong, ["sm_90"], probes, tmp_path)
-    assert report.disagreement == ("v99: its registry row says strided_inputs=True, alignment_bytes=16, "
-                                   "half_precision=False (dtypes float32), but its kernel file's requirements() "
-                                   "says strided_inputs=False, alignment_bytes=4, half_precision=False")
+    assert (wrong.version.strided_inputs, wrong.version.alignment_bytes) == (True, 16)
+    assert wrong.disagreement == ("v99: its registry row says strided_inputs=True, alignment_bytes=16, "
+                                  "half_precision=False (dtypes float32), but its kernel file's requirements() "
+                                  "says strided_inputs=False, alignment_bytes=4, half_precision=False")
     # a row of the other track: the probe is compiled for HalfArgs, which the kernel file lacks
-    half = dataclasses.replace(PROBE_KERNEL, dtypes=("bfloat16", "float16"))
-    report = check_version(NVCC, half, ["sm_90"], probes, tmp_path)
-    assert report.launch_failed and "launch_config" in str(report.launch), report.launch
+    assert half.version.dtypes == ("bfloat16", "float16")
+    assert half.launch_failed and "launch_config" in str(half.launch), half.launch
 
 
-@needs_nvcc
-def test_a_compiler_error_is_reported_not_raised(tmp_path):
-    broken = tmp_path / "v98_broken"
-    broken.mkdir()
+def broken_version(ahead: Ahead) -> tuple[CudaVersion, VersionReport]:
+    """A version whose kernel file is not CUDA, and its check."""
+    broken = ahead.tmp("v98_broken")
     (broken / "attention.cu").write_text("this is not CUDA\n")
     version = CudaVersion(name="v98", description="broken", number=98, folder=str(broken))
-    report = check_version(NVCC, version, ["sm_90"], None, tmp_path)
+    return version, check_version(NVCC, version, ["sm_90"], None, ahead.tmp("broken-out"))
+
+
+@needs_nvcc
+@takes(broken_version)
+def test_a_compiler_error_is_reported_not_raised(ahead, tmp_path):
+    version, report = ahead(broken_version)
     assert isinstance(report.resources["sm_90"], str) and "nvcc for v98 (sm_90) failed" in report.resources["sm_90"]
     with pytest.raises(CompileError):
         compile_version(NVCC, version, "sm_90", tmp_path)
 
 
-@needs_nvcc
-def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(probes, tmp_path):
-    folder = tmp_path / "v97_no_launch_config"
-    folder.mkdir()
+def without_launch_config(ahead: Ahead) -> VersionReport:
+    """The fixture kernel less its launch_config, checked."""
+    folder = ahead.tmp("v97_no_launch_config")
     source = (Path(PROBE_KERNEL.source_dir) / "attention.cu").read_text()
     start = source.index("LaunchConfig launch_config(")
     end = source.index("size_t workspace_bytes(")
     (folder / "attention.cu").write_text(source[:start] + source[end:])
     version = CudaVersion(name="v97", description="no launch_config", number=97, folder=str(folder))
-    report = check_version(NVCC, version, ["sm_90"], probes, tmp_path)
-    assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch
+    return check_version(NVCC, version, ["sm_90"], ahead(shared_probes), ahead.tmp("no-launch-config-out"))
 
 
 @needs_nvcc
-def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhere(probes, tmp_path):
-    """Asked for sm_90 and sm_75, a version built only for sm_90a is compiled for sm_90a (the
-    kernel file refuses any other device target) and skipped for sm_75."""
-    folder = tmp_path / "v99_sm90a_only"
-    folder.mkdir()
+@takes(without_launch_config)
+def test_a_version_without_launch_config_is_a_failure_with_a_clear_message(ahead):
+    report = ahead(without_launch_config)
+    assert report.launch_failed and "v97 does not define causal_attention::launch_config" in report.launch
+
+
+def sm90a_only(ahead: Ahead) -> VersionReport:
+    """The fixture kernel refusing any device target but sm_90a, as a row built only for it,
+    checked for sm_90 and sm_75."""
+    folder = ahead.tmp("v99_sm90a_only")
     guard = ('#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n'
              '#error "compiled for a target other than sm_90a"\n#endif\n')
     (folder / "attention.cu").write_text(guard + (PROBE_KERNEL.source_dir / "attention.cu").read_text())
     row = dataclasses.replace(PROBE_KERNEL, folder=str(folder), min_compute_capability=(9, 0), arch_specific=(9, 0))
-    report = check_version(NVCC, row, ["sm_90", "sm_75"], probes, tmp_path)
+    return check_version(NVCC, row, ["sm_90", "sm_75"], ahead(shared_probes), ahead.tmp("sm90a-only-out"))
+
+
+@needs_nvcc
+@takes(sm90a_only)
+def test_an_arch_specific_version_is_compiled_for_its_target_and_skipped_elsewhere(ahead):
+    """Asked for sm_90 and sm_75, a version built only for sm_90a is compiled for sm_90a (the
+    kernel file refuses any other device target) and skipped for sm_75."""
+    report = ahead(sm90a_only)
     compiled = report.resources["sm_90"]
     assert isinstance(compiled, KernelResources) and compiled.arch == "sm_90a", compiled
     assert format_resources("v99", "sm_90", compiled).split()[:2] == ["v99", "sm_90a"]

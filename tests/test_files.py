@@ -31,10 +31,10 @@ TITLES = {"study": "# study\n", "v01": "# v01\n", "d01": "# d01\n"}
 
 
 @pytest.fixture
-def readmes(tmp_path, monkeypatch) -> dict[str, Path]:
+def readmes(tmp_path, monkeypatch, committed_results_read_once) -> dict[str, Path]:
     """README.md, one prefill version's notes and one decode version's, in folders of their own,
     for `report` to update (and results/README.md, beside which the GPUs' pages go): nothing of
-    the project's own files is written."""
+    the project's own files is written. The committed results are read once (conftest.py)."""
     paths = {name: tmp_path / name / "README.md" for name in TITLES}
     for name, path in paths.items():
         path.parent.mkdir()

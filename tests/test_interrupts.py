@@ -181,8 +181,31 @@ def popen(args: list[str], env: dict | None = None, new_session: bool = False) -
                             start_new_session=new_session)
 
 
-def test_sigterm_ends_python_m_harness_with_the_resume_line():
+@pytest.fixture(scope="module", autouse=True)
+def start_early(request):
+    """The slow commands of the tests below (`measuring`, `building`) start as this module's first
+    test begins, those that a selected test takes: each spends its first seconds importing torch
+    (the builds' workers too), which the cores do beside each other and beside the tests before
+    theirs. Each then waits, a minute, for its test's signal."""
+    taken = {name for item in request.session.items if getattr(item, "module", None) is request.module
+             for name in item.fixturenames}
+    for name in ("measuring", "building"):
+        if name in taken:
+            request.getfixturevalue(name)
+
+
+@pytest.fixture(scope="module")
+def measuring():
+    """`python -m harness bench-kernels` whose measuring takes a minute (SLOW_STEP)."""
     proc = popen([sys.executable, "-c", SLOW_STEP])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+def test_sigterm_ends_python_m_harness_with_the_resume_line(measuring):
+    proc = measuring
     _, err = signalled(proc, "measuring", signal.SIGTERM)
     assert proc.returncode == 143, err
     assert "Traceback" not in err, err
@@ -240,17 +263,26 @@ SLOW_BUILD = textwrap.dedent("""
 """)
 
 
-def test_sigterm_during_the_builds_stops_the_workers_and_releases_the_locks(tmp_path):
-    """SIGTERM to the command alone (`kill PID`): its build workers stop too, unwinding their
-    builds (torch's lock files removed, our locks free), and one line says how to resume."""
-    script = tmp_path / "slow_build.py"
+@pytest.fixture(scope="module")
+def building(tmp_path_factory) -> tuple[subprocess.Popen, Path]:
+    """`python -m harness build` of two versions whose compilers take a minute (SLOW_BUILD), in a
+    session of its own; the folder its builds go under (build/)."""
+    folder = tmp_path_factory.mktemp("slow-build")
+    script = folder / "slow_build.py"
     script.write_text(SLOW_BUILD.format(root=str(PROJECT_ROOT)))
-    proc = popen([sys.executable, str(script), str(tmp_path / "build")], new_session=True)
+    proc = popen([sys.executable, str(script), str(folder / "build")], new_session=True)
     try:
-        check_the_build_stops(proc, tmp_path)
-    finally:  # nothing of it outlives the test, whatever failed
+        yield proc, folder
+    finally:  # nothing of it outlives the module, whatever failed
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
+def test_sigterm_during_the_builds_stops_the_workers_and_releases_the_locks(building):
+    """SIGTERM to the command alone (`kill PID`): its build workers stop too, unwinding their
+    builds (torch's lock files removed, our locks free), and one line says how to resume."""
+    check_the_build_stops(*building)
 
 
 def check_the_build_stops(proc: subprocess.Popen, tmp_path: Path) -> None:
@@ -301,18 +333,22 @@ def test_run_all_forwards_sigterm_and_says_how_to_resume(tmp_path):
 
 
 # `python -m harness list | head -1`: the reader closes the pipe while the command writes on.
-# main is replaced by one that prints a line, waits until the test has closed its end of the
-# pipe (and stdin after it), then writes into the closed pipe the way `then` says.
+# The entry point (__main__.py) runs as from a shell, its main replaced by one that prints a
+# line, waits until the test has closed its end of the pipe (and stdin after it), then writes
+# into the closed pipe the way `then` says. The stand-in is put where __main__.py imports main
+# from, in place of the real {module}/cli.py, whose import (torch's: seconds) is not what these
+# cases test; test_python_m_harness_list_into_a_closed_pipe runs the real one.
 CLOSED_STDOUT = textwrap.dedent("""
-    import runpy, sys
-    from {module} import cli
+    import runpy, sys, types
 
     def main(argv=None):
         print("first", flush=True)
         sys.stdin.read()
         {then}
 
+    cli = types.ModuleType("{module}.cli")
     cli.main = main
+    sys.modules["{module}.cli"] = cli
     sys.argv = [{module!r}]
     runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
 """)
@@ -328,8 +364,7 @@ CLOSED_STDOUT_CASES = [("harness", "printing"), ("harness", "returning"), ("harn
 
 @pytest.fixture(scope="module")
 def closed_stdout_processes():
-    """Every case's process, started at once: each spends its first seconds importing torch,
-    which the cores do side by side; each then waits for its test to close its pipes. Any a
+    """Every case's process, started at once; each waits for its test to close its pipes. Any a
     test did not take (-k) is killed at the end."""
     processes = {(module, then): subprocess.Popen(
         [sys.executable, "-c", CLOSED_STDOUT.format(module=module, then=WRITES[then])], cwd=PROJECT_ROOT,

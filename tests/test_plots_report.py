@@ -2,9 +2,11 @@
 half-precision rows (as after a sweep of every dtype) and without them (float32 only)."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import filecmp
+import io
 import os
 import struct
 import re
@@ -423,17 +425,17 @@ def test_other_generation_modes_and_batches_leave_the_tables_and_figures_as_they
     assert page(after, results) != text  # the KV-cache section shows the new plan
 
 
-def test_the_committed_results_read_with_the_current_schema():
+def test_the_committed_results_read_with_the_current_schema(committed_results):
     """results/*/e2e.csv were written before the mode and batch columns (migrated as recompute,
     batch 1): every row parses, and the tables hold the original setup's rows. The one damaged
     value on record (an H100 row whose device minimum came out negative, -2.1 us, the L2 flush
-    subtracted from a 10 us call; results/README.md lists it) is a measurement, not a schema."""
-    committed = PROJECT_ROOT / "results"
-    for slug in gpu_slugs(committed):
-        r = load(slug, committed)
+    subtracted from a 10 us call; results/README.md lists it) is a measurement, not a schema.
+    (committed_results: every GPU folder of results/ read by load_all, once for the session.)"""
+    assert [r.slug for r in committed_results] == gpu_slugs(PROJECT_ROOT / "results")
+    for r in committed_results:
         unparsed = [p for p in r.problems if "is negative" not in p]
-        assert unparsed == [], (slug, unparsed[:3])
-        assert r.e2e and all(original_setup(x) for x in r.e2e), slug
+        assert unparsed == [], (r.slug, unparsed[:3])
+        assert r.e2e and all(original_setup(x) for x in r.e2e), r.slug
 
 
 def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys):
@@ -518,33 +520,48 @@ GPU_B = "fixture-gpu-b-synthetic-numbers"
 FIXTURE_SCRIPT = load_script("tests/fixtures/make_fixtures.py")
 
 
-def test_decode_and_kv_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(tmp_path, monkeypatch,
-                                                                                           capsys):
-    """`harness plot` draws decode_<dtype>.png and kv_cache_<dtype>.png for each dtype GPU A has
-    rows in, none for GPU B, and says why for GPU B (the other figures left out: they have tests
-    of their own)."""
+@pytest.fixture(scope="module")
+def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
+    """`harness plot` of the fixtures with the decode and KV-cache figures alone (the other
+    figures left out: they have tests of their own): the plots folder, what it printed, and
+    each figure it saved, by file name (drawn, into its PNG)."""
     from harness import plots
 
-    monkeypatch.setattr(plots, "FIGURES", {})
-    monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: None)
-    assert harness_cli.main(["plot", "--results-dir", str(RESULTS), "--plots-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    plots_dir = tmp_path_factory.mktemp("plotted-per-dtype")
+    saved = {}
+    real_save = plots.save
+
+    def save(fig, path: Path) -> Path:
+        saved[path.name] = fig
+        return real_save(fig, path)
+
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patched, contextlib.redirect_stdout(printed):
+        patched.setattr(plots, "FIGURES", {})
+        patched.setattr(plots, "gpu_comparison", lambda gpus: None)
+        patched.setattr(plots, "save", save)
+        assert harness_cli.main(["plot", "--results-dir", str(RESULTS), "--plots-dir", str(plots_dir)]) == 0
+    return plots_dir, printed.getvalue(), saved
+
+
+def test_decode_and_kv_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(plotted_per_dtype):
+    """`harness plot` draws decode_<dtype>.png and kv_cache_<dtype>.png for each dtype GPU A has
+    rows in, none for GPU B, and says why for GPU B."""
+    plots_dir, out, _ = plotted_per_dtype
     a = load(GPU_A, RESULTS)
     expected = {f"decode_{d}.png" for d in a.decode_dtypes()} | {f"kv_cache_{d}.png" for d in a.kv_dtypes()}
-    assert {p.name for p in (tmp_path / GPU_A).iterdir()} == expected
+    assert {p.name for p in (plots_dir / GPU_A).iterdir()} == expected
     assert a.decode_dtypes() == list(precision.EVERY) and a.kv_dtypes() == list(FIXTURE_SCRIPT.KV_DTYPES)
-    assert not (tmp_path / GPU_B).exists()
+    assert not (plots_dir / GPU_B).exists()
     for stem in ("decode", "kv_cache"):
         assert f"Fixture GPU B (synthetic numbers): no {stem}_<dtype>.png: not measured on this GPU yet" in out, out
         assert f"Fixture GPU A (synthetic numbers): no {stem}" not in out
 
 
 @pytest.fixture(scope="module")
-def drawn_per_dtype(gpus) -> dict[str, object]:
-    figures = dict(decode_plots.figures(gpus[0]))
-    for fig in figures.values():
-        fig.draw_without_rendering()
-    return figures
+def drawn_per_dtype(plotted_per_dtype) -> dict[str, object]:
+    """GPU A's decode and KV-cache figures, as `harness plot` drew them into their PNGs."""
+    return plotted_per_dtype[2]
 
 
 def test_decode_and_kv_figures_lie_inside_the_canvas_and_show_the_roof(drawn_per_dtype, gpus):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,13 @@ from backends import precision, registry
 from backends.extension import find_nvcc
 from backends.registry import PROJECT_ROOT
 from harness import cli as harness_cli
-from harness import variants
 from harness.compile_check import compiled_arch
 from harness.reference import bounds_for, compare, random_qkv, reference_attention
 from harness.study import Shape
 from backends.environment import Provenance
 from harness.try_variants import Case, Log, built_arch, check, header, time_table
 from harness.variants import VariantError, VariantSpec, materialize, parse_spec, patched_source
+from tests.ahead import Ahead, takes
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"
 K_FLOAT2 = "experiments/v16/v16_1_k_float2.patch"
@@ -186,38 +187,73 @@ def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference(
     assert table.splitlines()[1].split() == ["B=1", "T=512", "61.0", "(1.00)", "30.0", "(0.49)"]
 
 
+# `python -m harness try --compile-only` as a job (tests/ahead.py): nvcc's seconds spent in the
+# background while the other tests run. Its variants' folders go under the job's own folder
+# (variants.VARIANTS_DIR, set as a test would patch it), not build/variants/.
+TRY = """
+import sys
+from pathlib import Path
+from harness import cli, variants
+
+variants.VARIANTS_DIR = Path(sys.argv[1])
+sys.exit(cli.main(["try", "--compile-only", *sys.argv[2:]]))
+"""
+
+
+def try_compile_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", TRY, str(folder), *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def chain_compiled(ahead: Ahead) -> tuple[subprocess.CompletedProcess, str]:
+    """v16 with the K-float2 and pipeline patches, compiled for sm_90 with a log: what it printed
+    and what the log holds."""
+    folder = ahead.tmp("try")
+    log = folder / "try.log"
+    return try_compile_only(folder, "--log", str(log), f"v16p=v16+{K_FLOAT2}+{PIPELINE}"), log.read_text()
+
+
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
-def test_try_compile_only_reports_the_variant_and_its_version(capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(PROJECT_ROOT)
-    monkeypatch.setattr(variants, "VARIANTS_DIR", tmp_path)
-    log = tmp_path / "try.log"
-    assert harness_cli.main(["try", "--compile-only", "--log", str(log), f"v16p=v16+{K_FLOAT2}+{PIPELINE}"]) == 0
-    out = capsys.readouterr().out
+@takes(chain_compiled)
+def test_try_compile_only_reports_the_variant_and_its_version(ahead):
+    proc, logged = ahead(chain_compiled)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert set(rows) == {"v16", "v16p"}, out  # the tried chain still compiles, without spills
     assert all(row[1] == "sm_90" and int(row[2]) > 0 and row[5] == "0/0" for row in rows.values()), out
-    assert log.read_text() == out  # everything printed is in the log
+    assert logged == out  # everything printed is in the log
+
+
+def wgmma_candidates_compiled(ahead: Ahead) -> subprocess.CompletedProcess:
+    return try_compile_only(ahead.tmp("try-wgmma"), "--arch", "sm_90a", f"v16w=v16+{WGMMA}",
+                            f"v16w2=v16+{WGMMA}+{WGMMA_SPLIT}")
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
-def test_the_wgmma_candidates_compile_for_sm_90a_without_spills(capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(PROJECT_ROOT)
-    monkeypatch.setattr(variants, "VARIANTS_DIR", tmp_path)
-    specs = [f"v16w=v16+{WGMMA}", f"v16w2=v16+{WGMMA}+{WGMMA_SPLIT}"]
-    assert harness_cli.main(["try", "--compile-only", "--arch", "sm_90a", *specs]) == 0
-    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+@takes(wgmma_candidates_compiled)
+def test_the_wgmma_candidates_compile_for_sm_90a_without_spills(ahead):
+    proc = ahead(wgmma_candidates_compiled)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
     for name in ("v16w", "v16w2"):  # wgmma exists only in sm_90a
         assert rows[name][1] == "sm_90a" and rows[name][5] == "0/0", rows
 
 
+def wgmma_probe_compiled(ahead: Ahead) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """nvcc on the probe for sm_90a and for plain sm_90: a job (tests/ahead.py), run in the
+    background while the other tests run."""
+    nvcc, out = str(find_nvcc()), ahead.tmp("wgmma-probe")
+    return tuple(subprocess.run([nvcc, "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-c", "-o",
+                                 str(out / f"{arch}.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
+                 for arch in ("90a", "90"))
+
+
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
-def test_the_wgmma_probe_compiles_for_sm_90a_and_refuses_plain_sm_90(tmp_path):
-    nvcc = str(find_nvcc())
-    ok = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", "-o",
-                         str(tmp_path / "probe.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
+@takes(wgmma_probe_compiled)
+def test_the_wgmma_probe_compiles_for_sm_90a_and_refuses_plain_sm_90(ahead):
+    ok, plain = ahead(wgmma_probe_compiled)
     assert ok.returncode == 0, ok.stderr
-    plain = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90,code=sm_90", "-c", "-o",
-                            str(tmp_path / "plain.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
     assert plain.returncode != 0 and "build for sm_90a" in plain.stderr, plain.stderr
 
 
