@@ -6,10 +6,10 @@
 // registered from Python (register_fake in backends/extension.py).
 #include "decode_launch.h"
 #include "glue_text.h"
+#include "glue_workspace.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -139,18 +139,9 @@ at::Tensor decode_attention_impl(const at::Tensor& q,
   TORCH_CHECK(limits_err == cudaSuccess, kOpName,
               ": cannot read the device's limits: ", cudaGetErrorString(limits_err));
 
-  // Scratch from torch's caching allocator, alive until this function returns; the
-  // allocator's stream semantics keep it valid for the kernels on the current stream.
-  at::Tensor workspace;
-  const size_t workspace_bytes = decode_attention::workspace_bytes(args, limits);
-  if (workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
-    args.workspace = workspace.data_ptr();
-  }
-
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  const cudaError_t err = decode_attention::launch(args, limits, stream);
-  TORCH_CHECK(err == cudaSuccess, kOpName, ": kernel launch failed: ", cudaGetErrorString(err));
+  glue_workspace::launch_with_workspace(
+      args, decode_attention::workspace_bytes(args, limits), q, kOpName,
+      [&](cudaStream_t stream) { return decode_attention::launch(args, limits, stream); });
   return out;
 }
 

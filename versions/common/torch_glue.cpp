@@ -8,10 +8,10 @@
 // because it must work with symbolic shapes.
 #include "attention_launch.h"
 #include "glue_text.h"
+#include "glue_workspace.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <cstdint>
@@ -143,18 +143,9 @@ at::Tensor causal_attention_impl(const at::Tensor& q,
   args.v_row_stride = v.stride(1);
   args.device = q.get_device();
 
-  // Scratch from torch's caching allocator, alive until this function returns; the
-  // allocator's stream semantics keep it valid for the kernel on the current stream.
-  at::Tensor workspace;
-  const size_t workspace_bytes = causal_attention::workspace_bytes(args);
-  if (workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
-    args.workspace = workspace.data_ptr();
-  }
-
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  const cudaError_t err = causal_attention::launch(args, stream);
-  TORCH_CHECK(err == cudaSuccess, kOpName, ": kernel launch failed: ", cudaGetErrorString(err));
+  glue_workspace::launch_with_workspace(
+      args, causal_attention::workspace_bytes(args), q, kOpName,
+      [&](cudaStream_t stream) { return causal_attention::launch(args, stream); });
   return out;
 }
 
