@@ -810,6 +810,13 @@ def track_of(version: KernelVersion) -> list[KernelVersion]:
     return [v for v in kernel_versions() if type(v) is type(version) and v.dtypes == version.dtypes]
 
 
+def last_versions(kind: OpKind = PREFILL) -> list[KernelVersion]:
+    """The last version of each track of `kind`, in registry order (prefill: float32's v.. and
+    half precision's h..): what the kernel benchmark's prefill grid measures beside PyTorch's
+    kernels (harness/kernel_plan.py)."""
+    return [v for v in kernel_versions() if v.provides(kind) and track_of(v)[-1] is v]
+
+
 def quick_refusal(backend: Backend) -> str | None:
     """Why `run_all.sh --quick` leaves `backend` out, or None if a quick sweep measures it: the
     row's own reason (flex-attention's compile time), or for a version between its track's

@@ -1,5 +1,6 @@
-"""Kernel benchmark: every backend at the same shapes, in each of its dtypes, device time and
-call time.
+"""Kernel benchmark: every backend at the study's shapes, in each of its dtypes, device time and
+call time; PyTorch's kernels and each prefill track's last version also at the prefill grid's
+(harness/kernel_plan.py says which backend gets which shapes).
 
 In each dtype its kernel reference (registry.kernel_reference: sdpa-efficient in float32,
 sdpa-cudnn in half precision) is measured at every shape with the others, so each row's ratio
@@ -24,6 +25,7 @@ from backends import precision, registry
 from backends.environment import Provenance, collect
 from backends.registry import Backend, Target
 from harness.device_timing import CallTiming, DeviceTimer, Peak, Repetitions, alternating, measure_peak, pooled
+from harness.kernel_plan import KernelPlan
 from harness.reference import random_qkv
 from harness.results import KERNELS, OK, KernelRow, done
 from harness.study import KERNEL_ROUNDS, Shape
@@ -71,15 +73,26 @@ def in_rounds(names: Sequence[str], rounds: int,
     return {name: pooled(ts) for name, ts in timings.items()}
 
 
-def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape], timer: DeviceTimer, path: Path,
+def _run_dtype(backends: Sequence[Backend], dtype: str, plan: KernelPlan, timer: DeviceTimer, path: Path,
                previous: dict, excluded: dict[tuple[str, str], str], provenance: Provenance,
                device: torch.device, rounds: int) -> None:
     reference_name = registry.kernel_reference(dtype)
     order = registry.with_required(backends, reference_name)
     runnable, unavailable = registry.partition(order, Target.of(device), dtype)
     reasons = {**unavailable, **{name: why for (name, d), why in excluded.items() if d == dtype}}
-    todo = [(shape, b) for shape in shapes for b in order
-            if (b.name, dtype, shape.B, shape.H, shape.T) not in previous]
+
+    selected = {b.name for b in backends}
+
+    def missing_at(shape: Shape) -> list[str]:
+        """The backends the plan measures at `shape` that have no row of this setup there; none
+        where it measures no selected backend (the reference, added for the ratios, is not
+        measured alone: `--backends v10` does not time it at the grid)."""
+        measured = [b.name for b in order if plan.measures(b, shape)]
+        if selected.isdisjoint(measured):
+            return []
+        return [name for name in measured if (name, dtype, shape.B, shape.H, shape.T) not in previous]
+
+    todo = {shape: names for shape in plan.shapes() if (names := missing_at(shape))}
     if not todo:
         return
     peak = measure_peak(device, dtype)
@@ -90,9 +103,8 @@ def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape],
         if b.name not in reasons:
             functions[b.name] = b.timed_attention(device, dtype)
     torch_dtype = precision.torch_dtype(dtype)
-    progress = tqdm(total=len(todo) * rounds, desc=f"kernel benchmark, {dtype}", unit="run")
-    for shape in shapes:
-        missing = [b.name for b in order if (b.name, dtype, shape.B, shape.H, shape.T) not in previous]
+    progress = tqdm(total=sum(map(len, todo.values())) * rounds, desc=f"kernel benchmark, {dtype}", unit="run")
+    for shape, missing in todo.items():
         for name in missing:
             if name in reasons:
                 KERNELS.append(path, _status_row(name, dtype, shape, reasons[name], provenance))
@@ -100,7 +112,7 @@ def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape],
         timed = [name for name in missing if name not in reasons]
         if not timed:
             continue
-        q, k, v = random_qkv(shape, seed=shape_seed(shape), device=device, dtype=torch_dtype)
+        q, k, v = random_qkv(shape, seed=shape_seed(shape), device=device, dtype=torch_dtype)  # (B, T, C) each
 
         def time_one(name: str, plan: Repetitions | None) -> CallTiming:
             fn = functions[name]
@@ -124,11 +136,12 @@ def _run_dtype(backends: Sequence[Backend], dtype: str, shapes: Sequence[Shape],
     progress.close()
 
 
-def run(backends: Sequence[Backend], dtypes: Sequence[str], shapes: Sequence[Shape], *, results_dir: Path,
+def run(backends: Sequence[Backend], dtypes: Sequence[str], plan: KernelPlan, *, results_dir: Path,
         resume: bool = True, excluded: dict[tuple[str, str], str] | None = None, device: torch.device,
         rounds: int = KERNEL_ROUNDS) -> Path:
-    """Time every backend at every shape in each of `dtypes`, in `rounds` rounds of
-    alternating order per shape; append one row per backend and shape; returns the file.
+    """Time each backend at the shapes `plan` gives it (harness/kernel_plan.py) in each of
+    `dtypes`, in `rounds` rounds of alternating order per shape; append one row per backend and
+    shape; returns the file. With `resume`, only what this setup has no row of is measured.
 
     excluded: (backend, dtype) pairs left out before this step (e.g. failed the correctness
     gate) and why; they get a row saying so. A backend that does not take a dtype gets a row
@@ -141,5 +154,5 @@ def run(backends: Sequence[Backend], dtypes: Sequence[str], shapes: Sequence[Sha
     previous = done(KERNELS, path, provenance) if resume else {}
     timer = DeviceTimer(device)
     for dtype in dtypes:
-        _run_dtype(backends, dtype, shapes, timer, path, previous, excluded or {}, provenance, device, rounds)
+        _run_dtype(backends, dtype, plan, timer, path, previous, excluded or {}, provenance, device, rounds)
     return path

@@ -25,10 +25,11 @@ from backends.interrupts import describe, exit_status, stop_on_signals
 from backends.registry import PROJECT_ROOT, Backend, Target
 from gpt2.config import ModelDirError
 from gpt2.modes import MODES
-from harness import hf_generate
+from harness import hf_generate, kernel_plan
+from harness.kernel_plan import KernelPlan
 from harness.results import ResultsFileError
-from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, KERNEL_ROUNDS, KERNEL_SHAPES, QUICK_DECODE_SHAPES,
-                           QUICK_KERNEL_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS)
+from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, GRID_SHAPES, KERNEL_ROUNDS, KERNEL_SHAPES,
+                           QUICK_DECODE_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS)
 
 DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all' (default); each backend is "
                "measured in each of them that it takes (python -m harness list says which)")
@@ -37,6 +38,10 @@ BACKENDS_HELP = ("comma-separated backend names, 'all' (default), or 'quick' (al
 E2E_BACKENDS_HELP = (BACKENDS_HELP + f"; and {hf_generate.NAME}: Hugging Face transformers' own generate() with its "
                      "KV cache on the same weights (not a registry row; kv-cache mode only), measured with 'all' "
                      "and 'quick' or where the list names it")
+GRID_ONLY_HELP = (f"only the prefill grid ({len(GRID_SHAPES)} shapes: B 1-64 x T 64-1024 at GPT-2 small's heads, "
+                  "GPT-2 medium/large/xl's heads at B 1 and 16 x T 256 and 1024), for the backends it is measured "
+                  "for: PyTorch's kernels and each prefill track's last version (by default the kernel benchmark "
+                  "measures every backend at the study's shapes and those at the grid too)")
 COMMITTED_RESULTS = PROJECT_ROOT / "results"
 COMMITTED_PLOTS = PROJECT_ROOT / "plots"
 REPORT_NAME = "report.md"
@@ -201,17 +206,35 @@ def _check_rounds(args: argparse.Namespace) -> None:
               f"sweep takes {KERNEL_ROUNDS})")
 
 
+def _kernel_plan(args: argparse.Namespace) -> KernelPlan:
+    """The kernel benchmark's shapes for --quick / --grid-only (harness/kernel_plan.py)."""
+    if args.quick and args.grid_only:
+        raise CommandError("--quick and --grid-only exclude each other: a quick sweep measures no grid")
+    return kernel_plan.QUICK if args.quick else kernel_plan.GRID_ONLY if args.grid_only else kernel_plan.FULL
+
+
+def _planned(backends: list[Backend], plan: KernelPlan) -> list[Backend]:
+    """The backends `plan` measures at any shape (--grid-only: PyTorch's kernels and each prefill
+    track's last version), so that the gate checks no other."""
+    kept = [b for b in backends if plan.shapes_for(b)]
+    if not kept:
+        raise CommandError("none of the selected backends is measured at these shapes (the grid is measured for "
+                           "PyTorch's kernels and each prefill track's last version)")
+    return kept
+
+
 def cmd_bench_kernels(args: argparse.Namespace) -> int:
     from harness import bench_kernels
 
-    registry.select(args.backends)  # unknown names first
+    selected = registry.select(args.backends)  # unknown names first
     _check_rounds(args)
+    plan = _kernel_plan(args)
+    planned = _planned(selected, plan)
     dtypes = _dtypes(args)
     device = _cuda()
-    backends, excluded = _gated(args, dtypes)
-    path = bench_kernels.run(backends, dtypes, QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES,
-                             results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
-                             rounds=args.rounds)
+    backends, excluded = _gated(args, dtypes, planned)
+    path = bench_kernels.run(backends, dtypes, plan, results_dir=args.results_dir, resume=not args.fresh,
+                             excluded=excluded, device=device, rounds=args.rounds)
     print(f"rows in {_shown(path)}")
     return 0
 
@@ -280,12 +303,13 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         config = weights_from_args(args).config()
     except ModelDirError as err:
         raise CommandError(str(err)) from None
-    shapes = QUICK_KERNEL_SHAPES if args.quick else KERNEL_SHAPES
-    token_counts = QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS
+    plan = _kernel_plan(args)
+    # --grid-only: the kernel benchmark's grid alone (and the gate it runs first), no generation
+    token_counts = () if args.grid_only else QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS
     stored = precompile.Stored() if args.fresh else precompile.Stored.read(args.results_dir, device)
     for dtype in dtypes:
         start = time.perf_counter()
-        names = precompile.run(selected, dtype, shapes=shapes, config=config, token_counts=token_counts,
+        names = precompile.run(selected, dtype, plan=plan, config=config, token_counts=token_counts,
                                device=device, stored=stored)
         print(f"precompile, {dtype}: " + (f"{', '.join(names)} in {time.perf_counter() - start:.0f} s" if names
                                           else "nothing to compile (no selected backend compiles, or its rows "
@@ -583,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--backends", type=arguments.text, default="all",
                        help=E2E_BACKENDS_HELP if name == "bench-e2e" else BACKENDS_HELP)
         p.add_argument("--dtypes", type=arguments.text, default="all", help=DTYPES_HELP)
-        p.add_argument("--quick", action="store_true", help="a few shapes / token counts only")
+        p.add_argument("--quick", action="store_true", help="a few shapes / token counts only"
+                       + (" (no grid)" if name == "bench-kernels" else ""))
         p.add_argument("--fresh", action="store_true",
                        help="measure again even what this setup (GPU, driver, torch, commit) already has")
         p.add_argument("--skip-gate", action="store_true",
@@ -595,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rounds per shape, the order of the backends reversed every other round; each "
                                 "row pools its rounds' replays (default: %(default)s)")
         if name == "bench-kernels":
+            p.add_argument("--grid-only", action="store_true", help=GRID_ONLY_HELP)
             p.add_argument("--rounds", type=int, default=KERNEL_ROUNDS,
                            help="rounds per shape, the order of the backends reversed every other round; each "
                                 f"row pools its rounds' replays (default: %(default)s, at most {MAX_ROUNDS})")
@@ -620,6 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", type=arguments.text, default="all", help=BACKENDS_HELP)
     p.add_argument("--dtypes", type=arguments.text, default="all", help=DTYPES_HELP)
     p.add_argument("--quick", action="store_true", help="the quick sweep's shapes and token counts")
+    p.add_argument("--grid-only", action="store_true",
+                   help="what `bench-kernels --grid-only` compiles: the grid's shapes and the gate, no generation")
     p.add_argument("--fresh", action="store_true",
                    help="compile for every stage, also where this setup's rows are stored (by default what the "
                         "stages will skip when they resume is left out)")

@@ -4,7 +4,9 @@ build and the correctness gate run, so that the stages find it in the on-disk ca
 flex-attention compiles at every new shape (torch.compile: Dynamo traces, Inductor writes
 Triton kernels, Triton compiles them), one compilation after another on one CPU core. With
 empty caches on an H100 that was about 220 s of a three-dtype sweep: the gate's dynamic
-compilations, the kernel benchmark's ten static ones per dtype and generation's lengths.
+compilations, the kernel benchmark's ten static ones per dtype and generation's lengths. The
+prefill grid (harness/kernel_plan.py; flex-attention is one of PyTorch's kernels, so it is
+measured there) adds 41 static compilations per dtype, about 5-6 s each with empty caches.
 Inductor's FX graph cache and Triton's kernel cache are on disk, so a stage that meets a
 graph compiled here only traces it again (about a second) and loads the kernels.
 
@@ -30,6 +32,7 @@ from gpt2.config import GPT2Config
 from harness.bench_e2e import recompute_plan, row_key
 from harness.bench_kernels import shape_seed
 from harness.correctness import gate_inputs
+from harness.kernel_plan import KernelPlan
 from harness.reference import random_qkv
 from harness.results import CORRECTNESS, E2E, KERNELS, done
 from harness.study import GATE_SHAPES, Shape
@@ -75,19 +78,20 @@ def compilers(backends: Sequence[Backend], device: torch.device, dtype: str) -> 
     return runnable
 
 
-def run(backends: Sequence[Backend], dtype: str, *, shapes: Sequence[Shape], config: GPT2Config,
+def run(backends: Sequence[Backend], dtype: str, *, plan: KernelPlan, config: GPT2Config,
         token_counts: Sequence[int], device: torch.device, stored: Stored | None = None) -> list[str]:
-    """Compile what the gate, the kernel benchmark (at `shapes`) and a generation of
-    token_counts[-1] tokens by a model of `config` will compile, for each backend that
-    compiles, leaving out what `stored` says those stages will not run; returns the names of
-    the backends that had anything to compile."""
+    """Compile what the gate, the kernel benchmark (at the shapes `plan` gives each backend)
+    and a generation of token_counts[-1] tokens by a model of `config` (none for no token
+    counts) will compile, for each backend that compiles, leaving out what `stored` says those
+    stages will not run; returns the names of the backends that had anything to compile."""
     stored = stored or Stored()
     asked = []
     for backend in compilers(backends, device, dtype):
         name = backend.name
         gate = not stored.gate_done(name, dtype)
-        to_time = stored.shapes_to_time(name, dtype, shapes)
-        generation = None if stored.generation_done(name, dtype, token_counts) else (config, token_counts[-1])
+        to_time = stored.shapes_to_time(name, dtype, plan.shapes_for(backend))
+        generation = (None if not token_counts or stored.generation_done(name, dtype, token_counts)
+                      else (config, token_counts[-1]))
         if not gate and not to_time and generation is None:
             continue
         gate_calls = ((q, k, v, shape.H) for shape, q, k, v in gate_inputs(device, dtype)) if gate else ()

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from backends import precision
 from backends.registry import HEAD_DIM
+from gpt2.config import SIZES
 from gpt2.prompts import STUDY_PROMPT_TOKENS
 
 
@@ -35,7 +36,7 @@ class Shape:
         return f"B={self.B}, H={self.H}, T={self.T}, d={HEAD_DIM}"
 
 
-GPT2_HEADS = 12  # GPT-2 small: the kernel benchmark's head count
+GPT2_HEADS = SIZES["small"].n_head  # 12, GPT-2 small: the kernel benchmark's head count
 
 # The README's kernel tables, the cross-GPU table and figure: GPT-2's batch-1 length and a
 # throughput shape.
@@ -48,6 +49,20 @@ QUICK_KERNEL_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), *HEADLINE_SHAPES})
 # Seven: at B=8, T=4096 three rounds read one kernel 4% apart in one sweep (h13 and h14, the
 # same code there), seven put two builds of one kernel within 0.1-1.2% (README, "Rounds").
 KERNEL_ROUNDS = 7
+# The prefill grid (issue 43): every batch of prompts GPT-2 small prefills up to its context of 1024
+# tokens, at its heads; and GPT-2 medium, large and xl's wider heads (16, 20, 25) at four points.
+# The kernel benchmark measures it for PyTorch's kernels and each prefill track's last version
+# alone (harness/kernel_plan.py); the other versions keep KERNEL_SHAPES. 7 x 5 + 3 x 2 x 2 = 47
+# shapes, 6 of them in KERNEL_SHAPES too.
+GRID_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+GRID_LENGTHS = (64, 128, 256, 512, 1024)
+WIDE_MODELS = ("medium", "large", "xl")  # gpt2/config.py SIZES
+WIDE_BATCHES = (1, 16)
+WIDE_LENGTHS = (256, 1024)
+GRID_SMALL_SHAPES = tuple(Shape(B, GPT2_HEADS, T) for B in GRID_BATCHES for T in GRID_LENGTHS)  # B-major
+GRID_WIDE_SHAPES = tuple(Shape(B, SIZES[model].n_head, T) for model in WIDE_MODELS for B in WIDE_BATCHES
+                         for T in WIDE_LENGTHS)
+GRID_SHAPES = (*GRID_SMALL_SHAPES, *GRID_WIDE_SHAPES)
 # Each version's "Measured" block in versions/*/README.md.
 VERSION_NOTE_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), Shape(1, GPT2_HEADS, 4096), *HEADLINE_SHAPES}))
 

@@ -15,6 +15,7 @@ from gpt2.timing import GenerationPlan, external_events_supported, time_eager, t
 from gpt2.tokenizer import PROMPT, load_tokenizer
 from harness import bench_e2e, bench_kernels
 from harness.device_timing import DeviceTimer
+from harness.kernel_plan import KernelPlan
 from harness.reference import compare, random_qkv, reference_attention
 from harness.results import E2E, KERNELS
 from harness.study import GATE_SHAPES, Shape
@@ -137,7 +138,7 @@ def test_benchmarks_write_complete_rows(tmp_path, version_ops):
     backends = [registry.get(n) for n in names]
     device = torch.device("cuda")
     dtypes = [precision.FLOAT32, precision.BFLOAT16]
-    path = bench_kernels.run(backends, dtypes, [Shape(1, 12, 64)], results_dir=tmp_path, device=device)
+    path = bench_kernels.run(backends, dtypes, KernelPlan((Shape(1, 12, 64),)), results_dir=tmp_path, device=device)
     rows = {(r.backend, r.dtype): r for r in KERNELS.read(path).rows}
     assert rows["sdpa-flash", "float32"].status.startswith("not available for float32")
     assert rows[last_half, "float32"].status.startswith("not available for float32")

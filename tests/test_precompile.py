@@ -13,6 +13,7 @@ from backends.registry import NaiveBaseline
 from gpt2.config import GPT2Config
 from gpt2.timing import _enough
 from harness import precompile
+from harness.kernel_plan import QUICK
 from harness.study import GATE_SHAPES, QUICK_KERNEL_SHAPES
 
 
@@ -39,7 +40,7 @@ def shapes_of(shapes, dtype=torch.bfloat16):
 def test_precompile_asks_only_the_backends_that_compile_with_the_stages_calls():
     compiler = RecordingCompiler(name="compiler", description="test", requires_cuda=False)
     config = GPT2Config()
-    asked = precompile.run([compiler, registry.get("naive")], precision.BFLOAT16, shapes=QUICK_KERNEL_SHAPES,
+    asked = precompile.run([compiler, registry.get("naive")], precision.BFLOAT16, plan=QUICK,
                            config=config, token_counts=COUNTS, device=CPU)
     assert asked == ["compiler"]
     gate, bench, generation = compiler.calls[precision.BFLOAT16]
@@ -57,7 +58,7 @@ def test_precompile_leaves_out_what_a_resumed_sweep_will_not_run():
                                kernels={(name, dtype, first.B, first.H, first.T)},
                                e2e={(name, dtype, "recompute", 1, 8, n) for n in COUNTS})
     compiler = RecordingCompiler(name=name, description="test", requires_cuda=False)
-    asked = precompile.run([compiler], dtype, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(), token_counts=COUNTS,
+    asked = precompile.run([compiler], dtype, plan=QUICK, config=GPT2Config(), token_counts=COUNTS,
                            device=CPU, stored=stored)
     assert asked == [name]
     assert compiler.calls[dtype] == ([], shapes_of(rest), None)
@@ -65,14 +66,14 @@ def test_precompile_leaves_out_what_a_resumed_sweep_will_not_run():
     everything = precompile.Stored(stored.correctness, {(name, dtype, s.B, s.H, s.T) for s in QUICK_KERNEL_SHAPES},
                                    stored.e2e)
     again = RecordingCompiler(name=name, description="test", requires_cuda=False)
-    assert precompile.run([again], dtype, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(), token_counts=COUNTS,
+    assert precompile.run([again], dtype, plan=QUICK, config=GPT2Config(), token_counts=COUNTS,
                           device=CPU, stored=everything) == []
     assert again.calls == {}
 
 
 def test_precompile_skips_a_compiler_that_cannot_run_here():
     cuda_only = RecordingCompiler(name="compiler", description="test", requires_cuda=True)
-    assert precompile.run([cuda_only], precision.FLOAT32, shapes=QUICK_KERNEL_SHAPES, config=GPT2Config(),
+    assert precompile.run([cuda_only], precision.FLOAT32, plan=QUICK, config=GPT2Config(),
                           token_counts=COUNTS, device=CPU) == []
     assert cuda_only.calls == {}
 
