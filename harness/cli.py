@@ -517,8 +517,7 @@ def _load_results(args: argparse.Namespace) -> list:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from harness.decode_plots import skipped
-    from harness.plots import plot_all
+    from harness.plots import plot_all, skipped
 
     gpus = _load_results(args)
     if gpus:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Sequence
 from backends.registry import HEAD_DIM, TOKENS_REFERENCE
 from harness import hf_generate
 from harness.bench_e2e import LOGITS_FACTOR
-from harness.decode_plots import PER_DTYPE, PerDtypeFigure, copy_label
+from harness.decode_plots import PER_DTYPE, copy_label
 from harness.device_timing import COPY_BYTES
 from harness.markdown import DASH, Footnotes, count_range, link, milliseconds, num, percent, table, us
+from harness.plots import PerDtypeFigure
 from harness.reference_text import REFERENCE_COLUMN, ratio_rule, reference_cell, with_footnotes
 from harness.results import DecodeRow, E2ERow
 from harness.study import FULL, DecodeShape, KvPlan

@@ -7,12 +7,12 @@
   GPU time (one CUDA graph of the whole generation), GPU time over PyTorch's fastest of the same
   run, and eager time (from Python), where transformers' generate() appears (it has no GPU time).
 
-A GPU without decode rows or KV-cache rows gets no such figure, and `skipped` says so.
+A GPU without decode rows or KV-cache rows gets no such figure, and `python -m harness plot`
+says so (PerDtypeFigure.skipped).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from matplotlib.axes import Axes
@@ -22,8 +22,8 @@ from matplotlib.lines import Line2D
 from backends import registry
 from harness import hf_generate
 from harness.device_timing import COPY_BYTES
-from harness.plots import (AXIS_PT, LIGHT, NOTE_PT, REFERENCE, STRONG, TICK_PT, EndLabel, _end_label_room, _fixed_x,
-                           _frame, _freeze, _style_axes, label_ends, log_axis, look)
+from harness.plots import (AXIS_PT, LIGHT, NOTE_PT, REFERENCE, STRONG, TICK_PT, EndLabel, PerDtypeFigure,
+                           _end_label_room, _fixed_x, _frame, _freeze, _style_axes, label_ends, log_axis, look)
 from harness.markdown import us
 from harness.results import DecodeRow, E2ERow
 from harness.study import DECODE_BATCHES, FULL
@@ -35,28 +35,9 @@ COLUMNS = 3  # decode: panels per row (the last slot holds the legend)
 WHITE_BOX = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}  # text on lines
 
 
-@dataclass(frozen=True)
-class PerDtypeFigure:
-    """A figure drawn once per dtype that has its rows: <stem>_<dtype>.png."""
-
-    stem: str
-    rows: str  # what it is drawn from, for the message when a GPU has none
-    dtypes: Callable[[GpuResults], list[str]]
-    draw: Callable[[GpuResults, str], Figure | None]
-
-    def name(self, dtype: str) -> str:
-        return f"{self.stem}_{dtype}.png"
-
-
 def figures(r: GpuResults) -> list[tuple[str, Figure]]:
-    """(file name, figure) of every per-dtype figure r has rows for."""
-    return [(f.name(dtype), fig) for f in PER_DTYPE for dtype in f.dtypes(r) if (fig := f.draw(r, dtype)) is not None]
-
-
-def skipped(r: GpuResults) -> list[str]:
-    """One line per per-dtype figure r has no rows for."""
-    return [f"{r.gpu}: no {f.stem}_<dtype>.png: not measured on this GPU yet (no {f.rows})" for f in PER_DTYPE
-            if not f.dtypes(r)]
+    """(file name, figure) of every decode and KV-cache figure r has rows for."""
+    return [drawn for f in PER_DTYPE for drawn in f.drawn(r)]
 
 
 # -- decode ------------------------------------------------------------------------------------

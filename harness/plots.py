@@ -586,11 +586,11 @@ def _headline_panel(ax: Axes, r: GpuResults, track: Track, names: list[str], sha
 
 def kernel_time_vs_t(r: GpuResults) -> Figure | None:
     """Device time against T, one row of panels per track, one column per batch size."""
-    batches = sorted({x.B for x in r.kernels})
+    batches = sorted({x.B for x in r.study_kernels})
     shown = _tracks_with(r, lambda t: any(r.kernel_series(v, t.dtype, B) for v in t.versions for B in batches))
     if not shown:
         return None
-    names = {t: _panel_backends(r, t, r.kernels) for t in shown}
+    names = {t: _panel_backends(r, t, r.study_kernels) for t in shown}
     frame = _frame(title=f"Attention kernel device time against sequence length, per precision — {r.gpu}",
                    notes=["Medians of CUDA-graph replays (L2 flushed before each call); both axes logarithmic. A "
                           "backend without device time (not capturable) is missing here: the GPU's page says why.",
@@ -735,7 +735,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
     series = [(last_full, full.dtype, STRONG[0], "-"), (both, full.dtype, STRONG[0], (0, (5, 2))),
               (last_half, half.dtype, STRONG[2], "-"), (both, half.dtype, STRONG[2], (0, (5, 2)))]
     series = [s for s in series if s[0] is not None]
-    batches = sorted({x.B for x in r.kernels if x.dtype in (full.dtype, half.dtype)})
+    batches = sorted({x.B for x in r.study_kernels if x.dtype in (full.dtype, half.dtype)})
     if last_full is None or last_half is None or not batches:
         return None
     labels = [f"{name} {dtype}" for name, dtype, _, _ in series]
@@ -763,7 +763,7 @@ def precision_cost(r: GpuResults) -> Figure | None:
                          marker="o" if style == "-" else "s", markerfacecolor=colour if style == "-" else "white",
                          markersize=4.5, linewidth=2.0 if style == "-" else 1.4)
         lengths = sorted({t for points in lines.values() for t in points})
-        _style_axes(top, f"B={B}, H={'/'.join(str(h) for h in sorted({x.H for x in r.kernels if x.B == B}))}, "
+        _style_axes(top, f"B={B}, H={'/'.join(str(h) for h in sorted({x.H for x in r.study_kernels if x.B == B}))}, "
                          f"d={registry.HEAD_DIM}, causal: device time")
         _fixed_x(top, lengths)
         top.set_yscale("log")
@@ -1010,6 +1010,42 @@ def _comparison_panel(ax: Axes, gpus: Sequence[GpuResults], names: list[str], dt
                     style="italic", va="center")
 
 
+# -- figures drawn once per dtype ---------------------------------------------------------------
+@dataclass(frozen=True)
+class PerDtypeFigure:
+    """A figure drawn once per dtype that has its rows: <stem>_<dtype>.png."""
+
+    stem: str
+    rows: str  # what it is drawn from, for the message when a GPU has none
+    dtypes: Callable[[GpuResults], list[str]]
+    draw: Callable[[GpuResults, str], Figure | None]
+
+    def name(self, dtype: str) -> str:
+        return f"{self.stem}_{dtype}.png"
+
+    def drawn(self, r: GpuResults) -> list[tuple[str, Figure]]:
+        """(file name, figure) for each dtype r has its rows in."""
+        return [(self.name(dtype), fig) for dtype in self.dtypes(r) if (fig := self.draw(r, dtype)) is not None]
+
+    def skipped(self, r: GpuResults) -> str | None:
+        """The line saying that r has none of its rows (None where it has)."""
+        return None if self.dtypes(r) else \
+            f"{r.gpu}: no {self.stem}_<dtype>.png: not measured on this GPU yet (no {self.rows})"
+
+
+def per_dtype_figures() -> tuple[PerDtypeFigure, ...]:
+    """Every figure drawn once per dtype: decode and KV-cache generation (harness/decode_plots.py),
+    the prefill grid (harness/grid_plots.py)."""
+    from harness import decode_plots, grid_plots  # they draw with this module's pieces
+
+    return (*decode_plots.PER_DTYPE, *grid_plots.PER_DTYPE)
+
+
+def skipped(r: GpuResults) -> list[str]:
+    """One line per per-dtype figure r has no rows for."""
+    return [line for f in per_dtype_figures() if (line := f.skipped(r)) is not None]
+
+
 # -- writing -----------------------------------------------------------------------------------
 def save(fig: Figure, path: Path) -> Path:
     """PNG at the figure's own size, without the software version in its metadata (so the
@@ -1022,12 +1058,11 @@ def save(fig: Figure, path: Path) -> Path:
 
 
 def plot_all(gpus: Sequence[GpuResults], plots_dir: Path) -> list[Path]:
-    """Every figure for every GPU (the decode and KV-cache ones per dtype: harness/decode_plots.py),
-    and the comparison when there are several GPUs."""
-    from harness import decode_plots  # it draws with this module's pieces
-
+    """Every figure for every GPU (the decode, KV-cache and prefill-grid ones per dtype:
+    per_dtype_figures()), and the comparison when there are several GPUs."""
     written = [save(fig, plots_dir / r.slug / name) for r in gpus for name, figure in FIGURES.items()
                if (fig := figure(r)) is not None]
-    written += [save(fig, plots_dir / r.slug / name) for r in gpus for name, fig in decode_plots.figures(r)]
+    written += [save(fig, plots_dir / r.slug / name) for r in gpus for f in per_dtype_figures()
+                for name, fig in f.drawn(r)]
     comparison = gpu_comparison(gpus)
     return written + ([save(comparison, plots_dir / GPU_COMPARISON)] if comparison else [])

@@ -21,11 +21,10 @@ from typing import Callable, Sequence
 from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
-from harness.decode_plots import PerDtypeFigure
 from harness.files import write_atomically
 from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, shown_tracks
 from harness.markdown import DASH, Footnotes, and_list, link, milliseconds, num, replace_block, seconds, table, us
-from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE
+from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE, PerDtypeFigure
 from harness.reference_text import footnotes, reference_cell
 from harness.results import E2ERow, KernelRow
 from harness.study import HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE

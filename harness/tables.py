@@ -18,7 +18,7 @@ from harness.markdown import DASH
 from harness.results import (CORRECTNESS, DECODE_CORRECTNESS, DECODE_TIMES, E2E, KERNELS, STAGES, CorrectnessRow,
                              DecodeCorrectnessRow, DecodeRow, E2ERow, KernelRow, ResultsFileError, StageRow, Table,
                              gpu_slugs)
-from harness.study import DecodeShape, KvPlan, Shape
+from harness.study import KERNEL_SHAPES, DecodeShape, KvPlan, Shape
 
 R = TypeVar("R", KernelRow, E2ERow, CorrectnessRow, DecodeRow, DecodeCorrectnessRow)
 Timed = TypeVar("Timed", KernelRow, E2ERow, DecodeRow)
@@ -286,9 +286,15 @@ class GpuResults:
     def kernel_rows(self, shape: Shape, dtype: str) -> list[KernelRow]:
         return [r for r in self.kernels if r.shape == shape and r.dtype == dtype]
 
+    @functools.cached_property
+    def study_kernels(self) -> list[KernelRow]:
+        """The rows at the study's shapes (KERNEL_SHAPES), which every version is measured at: what
+        the figures against T draw (the prefill grid, measured for a few backends, has its own)."""
+        return [r for r in self.kernels if r.shape in KERNEL_SHAPES]
+
     def kernel_series(self, backend: str, dtype: str, B: int) -> list[KernelRow]:
-        """One backend's rows at batch B with a device time, by T."""
-        return sorted((r for r in self.kernels if r.backend == backend and r.dtype == dtype and r.B == B
+        """One backend's rows at batch B and the study's shapes with a device time, by T."""
+        return sorted((r for r in self.study_kernels if r.backend == backend and r.dtype == dtype and r.B == B
                        and r.us_device_median), key=lambda r: r.T)
 
     def kernel_shapes(self, dtype: str | None = None) -> list[Shape]:
