@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Sequence
 from backends import precision, registry
 from harness.bench_e2e import LOGITS_FACTOR
 from harness.decode_page import decode_section, kv_section
+from harness.grid_page import grid_section
 from harness.markdown import (DASH, Footnotes, count_range, link, num, percent, seconds, span, table, us,
                               yes_no)
 from harness.plots import FIGURES, HEADLINE_FIGURE
@@ -333,8 +334,8 @@ def figures_section(page: Page) -> str | None:
 
 # The page's sections, in order: each returns its markdown, or None where it has nothing to show.
 SECTIONS: tuple[Callable[[Page], str | None], ...] = (
-    title_section, tracks_section, decode_section, kv_section, stages_section, provenance_section, damaged_section,
-    figures_section)
+    title_section, tracks_section, grid_section, decode_section, kv_section, stages_section, provenance_section,
+    damaged_section, figures_section)
 
 
 def gpu_page(page: Page, sections: Sequence[Callable[[Page], str | None]] = SECTIONS) -> str:

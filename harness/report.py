@@ -23,6 +23,7 @@ from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
 from harness.files import write_atomically
 from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, shown_tracks
+from harness.grid_page import GRID_TITLE, grid_description, grid_line
 from harness.markdown import DASH, Footnotes, and_list, link, milliseconds, num, replace_block, seconds, table, us
 from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE, PerDtypeFigure
 from harness.reference_text import footnotes, reference_cell
@@ -294,8 +295,18 @@ def results_block(ctx: Context) -> str:
              f"kernels measured in the same run at that shape, named: below 1× is faster.",
              table(["GPU", "dtype", "last step", *(label for label, _ in _measures())], body)]
     parts += [footnotes(notes)] if footnotes(notes) else []
+    parts.append(grid_lines(ctx, gpus))
     parts.append(decode_links(ctx, gpus))
     return "\n\n".join(parts)
+
+
+def grid_lines(ctx: Context, gpus: Sequence[GpuResults]) -> str:
+    """Per GPU, one line: each track's worst ratio on the prefill grid (with its shape) and the
+    geometric mean of its ratios, or that it has not measured the grid yet."""
+    lines = [f"- [{r.gpu}]({link(ctx.gpu_page(r), ctx.page)}#{_anchor(GRID_TITLE)}): {grid_line(r)}." for r in gpus]
+    return (f"The prefill grid ({grid_description()}): each track's last version measured there, its time over that "
+            f"of the fastest of PyTorch's kernels of the same run at each shape; the worst and the geometric mean:\n\n"
+            + "\n".join(lines))
 
 
 def _anchor(title: str) -> str:
