@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from backends import precision, registry
 from harness import cli as harness_cli
-from harness import decode_plots
-from harness.plots import FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, plot_all, save
+from harness import decode_plots, grid_plots
+from harness.grid import grid_dtypes
+from harness.plots import (FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, per_dtype_figures,
+                           plot_all, save)
 from harness.decode_page import kv_section
 from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page
 from harness.markdown import replace_block, us
@@ -277,6 +280,7 @@ def test_one_run_has_no_spread_column(tmp_path, count, measure, column, said, gp
 def test_each_precision_has_its_own_section_reference_and_peak(gpus):
     section = page(gpus[0])
     float32, half = section.split("## Half precision: bfloat16")
+    half = half.split("\n## ")[0]  # the sections after the tracks' (the prefill grid's, ...) show both
     assert "## float32" in float32 and "| `v11` |" in float32 and "of float32 FMA peak" in float32
     assert "`sdpa-cudnn` |" in half and "of bfloat16 tensor peak" in half
     assert "logits error, mean / max" in half and "tokens as bfloat16 `naive`" in half
@@ -495,11 +499,13 @@ def test_plot_all_writes_every_figure_of_every_gpu(tmp_path, monkeypatch, gpus):
     monkeypatch.setattr(plots, "save", lambda fig, path: path)
     monkeypatch.setattr(plots, "FIGURES", {name: lambda r: object() for name in FIGURES})
     monkeypatch.setattr(plots, "gpu_comparison", lambda gpus: object())
-    monkeypatch.setattr(decode_plots, "PER_DTYPE", tuple(dataclasses.replace(f, draw=lambda r, d: object())
-                                                         for f in decode_plots.PER_DTYPE))
+    for module in (decode_plots, grid_plots):
+        monkeypatch.setattr(module, "PER_DTYPE", tuple(dataclasses.replace(f, draw=lambda r, d: object())
+                                                       for f in module.PER_DTYPE))
     written = plot_all(gpus, tmp_path)
-    per_dtype = {tmp_path / r.slug / f.name(d) for r in gpus for f in decode_plots.PER_DTYPE for d in f.dtypes(r)}
-    assert per_dtype and all(path.parent.name == GPU_A for path in per_dtype)  # GPU B has no decode or KV rows
+    per_dtype = {tmp_path / r.slug / f.name(d) for r in gpus for f in per_dtype_figures() for d in f.dtypes(r)}
+    assert {f.stem for f in per_dtype_figures()} == {"decode", "kv_cache", "prefill_grid"}
+    assert per_dtype and all(path.parent.name == GPU_A for path in per_dtype)  # GPU B: no decode, KV or grid rows
     assert set(written) == ({tmp_path / r.slug / name for r in gpus for name in FIGURES} | per_dtype
                             | {tmp_path / GPU_COMPARISON})
 
@@ -522,9 +528,10 @@ FIXTURE_SCRIPT = load_script("tests/fixtures/make_fixtures.py")
 
 @pytest.fixture(scope="module")
 def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
-    """`harness plot` of the fixtures with the decode and KV-cache figures alone (the other
-    figures left out: they have tests of their own): the plots folder, what it printed, and
-    each figure it saved, by file name (drawn, into its PNG)."""
+    """`harness plot` of the fixtures with the per-dtype figures alone (the other figures left
+    out, and the prefill grid's drawn small: they have tests of their own, the grid's in
+    test_prefill_grid.py): the plots folder, what it printed, and each figure it saved, by file
+    name (drawn, into its PNG)."""
     from harness import plots
 
     plots_dir = tmp_path_factory.mktemp("plotted-per-dtype")
@@ -540,20 +547,24 @@ def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
         patched.setattr(plots, "FIGURES", {})
         patched.setattr(plots, "gpu_comparison", lambda gpus: None)
         patched.setattr(plots, "save", save)
+        patched.setattr(grid_plots, "PER_DTYPE", tuple(dataclasses.replace(f, draw=lambda r, d: Figure(figsize=(1, 1)))
+                                                       for f in grid_plots.PER_DTYPE))
         assert harness_cli.main(["plot", "--results-dir", str(RESULTS), "--plots-dir", str(plots_dir)]) == 0
     return plots_dir, printed.getvalue(), saved
 
 
-def test_decode_and_kv_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(plotted_per_dtype):
-    """`harness plot` draws decode_<dtype>.png and kv_cache_<dtype>.png for each dtype GPU A has
-    rows in, none for GPU B, and says why for GPU B."""
+def test_per_dtype_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(plotted_per_dtype):
+    """`harness plot` draws decode_<dtype>.png, kv_cache_<dtype>.png and prefill_grid_<dtype>.png
+    for each dtype GPU A has their rows in, none for GPU B, and says why for GPU B."""
     plots_dir, out, _ = plotted_per_dtype
     a = load(GPU_A, RESULTS)
-    expected = {f"decode_{d}.png" for d in a.decode_dtypes()} | {f"kv_cache_{d}.png" for d in a.kv_dtypes()}
+    expected = ({f"decode_{d}.png" for d in a.decode_dtypes()} | {f"kv_cache_{d}.png" for d in a.kv_dtypes()}
+                | {f"prefill_grid_{d}.png" for d in grid_dtypes(a)})
     assert {p.name for p in (plots_dir / GPU_A).iterdir()} == expected
     assert a.decode_dtypes() == list(precision.EVERY) and a.kv_dtypes() == list(FIXTURE_SCRIPT.KV_DTYPES)
+    assert grid_dtypes(a) == list(precision.EVERY)
     assert not (plots_dir / GPU_B).exists()
-    for stem in ("decode", "kv_cache"):
+    for stem in ("decode", "kv_cache", "prefill_grid"):
         assert f"Fixture GPU B (synthetic numbers): no {stem}_<dtype>.png: not measured on this GPU yet" in out, out
         assert f"Fixture GPU A (synthetic numbers): no {stem}" not in out
 
@@ -561,7 +572,7 @@ def test_decode_and_kv_figures_are_written_for_gpu_a_and_skipped_with_a_message_
 @pytest.fixture(scope="module")
 def drawn_per_dtype(plotted_per_dtype) -> dict[str, object]:
     """GPU A's decode and KV-cache figures, as `harness plot` drew them into their PNGs."""
-    return plotted_per_dtype[2]
+    return {name: fig for name, fig in plotted_per_dtype[2].items() if not name.startswith("prefill_grid_")}
 
 
 def test_decode_and_kv_figures_lie_inside_the_canvas_and_show_the_roof(drawn_per_dtype, gpus):
