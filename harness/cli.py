@@ -156,7 +156,7 @@ def _dtypes(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_sanitize_workload(args: argparse.Namespace) -> int:
-    from harness.sanitize import run_workload, workload_batches
+    from harness.sanitize import run_decode_workload, run_workload, workload_batches
 
     selected = registry.select(args.backends)
     dtypes = _dtypes(args)
@@ -164,11 +164,14 @@ def cmd_sanitize_workload(args: argparse.Namespace) -> int:
         raise CommandError(f"--batch: the workload has no shape of batch size {args.batch} "
                            f"(it has {', '.join(map(str, workload_batches()))})")
     device = _cuda()
-    runnable, reasons = registry.partition([b for b in selected if isinstance(b, registry.CudaVersion)],
+    runnable, reasons = registry.partition([b for b in selected if isinstance(b, registry.KernelVersion)],
                                            Target.of(device))
     for name, reason in reasons.items():
         print(f"{name}: skipped ({reason})")
-    return run_workload(runnable, device, dtypes, args.batch)  # type: ignore[arg-type]
+    prefill = [b for b in runnable if isinstance(b, registry.CudaVersion)]
+    decode = [b for b in runnable if isinstance(b, registry.DecodeVersion)]
+    return max(run_workload(prefill, device, dtypes, args.batch),  # type: ignore[arg-type]
+               run_decode_workload(decode, device, dtypes))  # type: ignore[arg-type]
 
 
 def _gated(args: argparse.Namespace, dtypes: list[str],
@@ -730,7 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=None, metavar="B",
                    help="only the workload's shapes of batch size B, e.g. 1: the small calls, which the "
                         "narrow kernels take (versions 21-29, h14-h18); racecheck of the whole workload can "
-                        "outlast a 10-minute device call")
+                        "outlast a 10-minute device call. A decode version runs all the decode gate's cases")
     p.set_defaults(func=cmd_sanitize_workload)
     return parser
 

@@ -1,5 +1,6 @@
 """A small workload for compute-sanitizer: every selected version at awkward shapes, in each
-of its dtypes.
+of its dtypes; a decode version on the decode gate's cases (ragged lengths with NaN past each,
+packed strided views, S = 1 to 4099).
 
 tools/sanitize.sh runs it under memcheck and racecheck; the versions must already be
 built (building under the sanitizer would take very long). Half-precision outputs are held
@@ -13,8 +14,11 @@ from typing import Sequence
 import torch
 
 from backends import precision
-from backends.registry import CudaVersion
-from harness.reference import FLOAT32_BOUNDS, LARGE_SCORE_STD, compare, fallback_bounds, random_qkv, reference_attention
+from backends.registry import CudaVersion, DecodeVersion
+from harness.decode_gate import GATE_CASES
+from harness.decode_inputs import random_decode_inputs
+from harness.reference import (FLOAT32_BOUNDS, LARGE_SCORE_STD, compare, fallback_bounds, random_qkv,
+                               reference_attention, reference_decode)
 from harness.study import Shape
 
 # Partial tiles for every tile size used (32, 48, 64, 128, 192), T = 1, and B > 1; at B=1,
@@ -57,4 +61,26 @@ def run_workload(versions: Sequence[CudaVersion], device: torch.device, dtypes: 
                 failures += not result.ok
                 print(f"{version.name} {dtype} {shape.describe()}, score std {score_std:g}: "
                       f"{'ok' if result.ok else 'WRONG: ' + result.describe()}", flush=True)
+    return 1 if failures else 0
+
+
+def run_decode_workload(versions: Sequence[DecodeVersion], device: torch.device, dtypes: Sequence[str]) -> int:
+    """Each decode version on each of the decode gate's cases in each of its dtypes that
+    `dtypes` names, against float64 (half precision: the fixed bound from the rounding); 1 if
+    an output misses its bound."""
+    failures = 0
+    for version in versions:
+        for dtype in (d for d in version.dtypes if d in dtypes):
+            op = version.decode_attention(device, dtype)
+            for i, spec in enumerate(GATE_CASES):
+                inputs = random_decode_inputs(spec.B, spec.H, spec.S, spec.lengths, seed=i, device=device,
+                                              dtype=precision.torch_dtype(dtype), layout=spec.layout,
+                                              poison_past_length=True)
+                out = op(*inputs.args(spec.H))  # (B, C)
+                torch.cuda.synchronize(device)
+                ref = reference_decode(inputs.q, inputs.k_cache, inputs.v_cache, inputs.host_lengths, spec.H)
+                result = compare(out, ref, fallback_bounds(dtype, ref) if precision.is_half(dtype) else FLOAT32_BOUNDS)
+                failures += not result.ok
+                print(f"{version.name} {dtype} {spec.name}: {'ok' if result.ok else 'WRONG: ' + result.describe()}",
+                      flush=True)
     return 1 if failures else 0

@@ -207,3 +207,34 @@ def test_decode_benchmark_rows_reference_and_resume(monkeypatch, tmp_path):
     bench_decode.run(registry.select("naive,sdpa-math,d01"), ["float32"], shapes, results_dir=tmp_path,
                      device=torch.device("cpu"), rounds=1)
     assert timed == ["naive", "sdpa-math"] and len(DECODE_TIMES.read(path).rows) == 4, "a rerun measured again"
+
+
+class _StubDecodeVersion:
+    """A decode version for the sanitizer workload on the CPU: float64's answer rounded to the
+    dtype (within the rounding bound), or one that ignores the lengths and reads the NaN past them."""
+
+    def __init__(self, wrong: bool) -> None:
+        self.name, self.dtypes, self.wrong = ("wrong" if wrong else "stub"), ("float32", "bfloat16"), wrong
+
+    def decode_attention(self, device, dtype):
+        def op(q, k_cache, v_cache, lengths, num_heads):  # (B, C), (B, S, C), (B, S, C), (B,) -> (B, C)
+            used = [k_cache.shape[1]] * len(lengths) if self.wrong else lengths.tolist()
+            return reference_decode(q, k_cache, v_cache, used, num_heads).to(q.dtype)
+        return op
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["right", "wrong"])
+def test_the_sanitizer_workload_checks_decode_versions_on_the_gate_cases(monkeypatch, capsys, wrong):
+    """compute-sanitizer's workload (python -m harness sanitize-workload) runs a decode version on
+    every decode gate case against float64, and fails on a wrong output."""
+    from harness.decode_gate import GATE_CASES
+    from harness.sanitize import run_decode_workload
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    status = run_decode_workload([_StubDecodeVersion(wrong)], torch.device("cpu"), ["float32", "bfloat16"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * len(GATE_CASES), lines
+    assert status == (1 if wrong else 0)
+    ragged = [line for line in lines if "ragged" in line]  # cases whose lengths stop short of S
+    assert ragged and all(("WRONG" in line) == wrong for line in ragged), lines
+    assert wrong or not any("WRONG" in line for line in lines), lines

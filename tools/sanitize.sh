@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck and racecheck over every version (or the ones given as
-# "v01,v05") at small awkward shapes. Exits non-zero unless both report 0 errors.
+# "v01,v05") at small awkward shapes, a decode version on the decode gate's cases. Exits
+# non-zero unless both report 0 errors.
 # Usage: tools/sanitize.sh [v01,v02,...] [LOG_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # d09's device call: the probe with d09 (staying blocks past one wave) beside d08, then d09
 # built by the harness, its decode GPU tests and compute-sanitizer over it. Output to $OUT.
+# (Its sanitizer workload, experiments/tools/decode_sanitize.py, became `python -m harness
+# sanitize-workload --backends d09` afterwards: git show 8284ed0:experiments/tools/decode_sanitize.py.)
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
 cd "$(dirname "$0")"

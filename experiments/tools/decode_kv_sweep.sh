@@ -4,8 +4,9 @@
 # results and the printed output copied to $OUT.
 #   decode_kv_sweep.sh COMMIT [SECONDS]   (the commit's short hash, recorded in each row)
 # PARTS (default tests,decode,e2e) picks the parts, so that one device call of at most 10 minutes
-# can take some; SANITIZE=d08,... also runs compute-sanitizer's memcheck (every dtype, the decode
-# gate's cases) and racecheck (float32 and bfloat16, its first three cases) over those versions.
+# can take some; SANITIZE=d08,... also runs compute-sanitizer's memcheck (every dtype) and racecheck
+# (float32 and bfloat16) over those versions' workload (python -m harness sanitize-workload: the
+# decode gate's cases).
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 STUDY_COMMIT="$1"
 limit=${2:-560}
@@ -27,8 +28,8 @@ has() { [[ ",$parts," == *",$1,"* ]]; }
 stage build 120 python -m harness build --backends $D,v29,h23
 has tests && stage "decode GPU tests" 150 python -m pytest -q -m gpu tests/test_decode_gpu.py -p no:cacheprovider
 if [[ -n "${SANITIZE:-}" ]]; then
-  w="python experiments/tools/decode_sanitize.py --versions $SANITIZE"
-  for tool in "memcheck:" "racecheck:--dtypes float32,bfloat16 --cases 3"; do
+  w="python -m harness sanitize-workload --backends $SANITIZE"
+  for tool in "memcheck:" "racecheck:--dtypes float32,bfloat16"; do
     echo "\$ compute-sanitizer --tool ${tool%%:*} --print-limit 20 $w ${tool#*:}" >> $OUT/sanitizers.log
     timeout 200 compute-sanitizer --tool "${tool%%:*}" --print-limit 20 $w ${tool#*:} >> $OUT/sanitizers.log 2>&1
   done
