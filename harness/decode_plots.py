@@ -80,11 +80,11 @@ def _decode_panel(ax: Axes, r: GpuResults, dtype: str, B: int, last: str | None)
     roofs = _roofs(rows)
     ax.set_ylim(0, max([x.gbps for x in rows] + [gbps for gbps, _ in roofs]) * 1.16)
     _freeze(ax)
-    for gbps, commit in roofs:
+    for i, (gbps, commit) in enumerate(roofs):  # several runs: each label a line higher, none over another
         ax.axhline(gbps, color=REFERENCE, linewidth=1.3, zorder=1)
         ax.annotate(copy_label(gbps, commit if len(roofs) > 1 else None), xy=(0.02, gbps),
-                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=TICK_PT,
-                    va="bottom", ha="left")
+                    xycoords=("axes fraction", "data"), xytext=(0, 3 + i * (TICK_PT + 3)), textcoords="offset points",
+                    fontsize=TICK_PT, va="bottom", ha="left")
     if len(roofs) == 1:
         rate = roofs[0][0]
         right = ax.secondary_yaxis("right", functions=(lambda g: g / rate, lambda f: f * rate))
