@@ -4,6 +4,7 @@
 # and the sweep resumes where the last call stopped (run_all.sh skips what this GPU, driver,
 # torch and commit already have).
 #   full_sweep.sh COMMIT [SECONDS]   (the commit's short hash, recorded in each row)
+# BACKENDS=a,b,... passes --backends to run_all.sh (e.g. the grid's backends first).
 # The rows are kept in /root/sweep on the device machine between calls, seeded from the copy's
 # results/ the first time (a fresh machine: after the last call's rows were merged into the
 # local results/ with merge_results.py). Each call returns them all as $OUT/sweep_results.tgz,
@@ -15,7 +16,7 @@ scratch=/root/sweep
 if [[ ! -d $scratch ]]; then
   mkdir -p $scratch && cp -r results/*/ $scratch/ && echo "seeded $scratch from the copy's results/"
 fi
-timeout "$limit" ./run_all.sh --results-dir $scratch --plots-dir /root/sweep_plots \
+timeout "$limit" ./run_all.sh ${BACKENDS:+--backends $BACKENDS} --results-dir $scratch --plots-dir /root/sweep_plots \
   > $OUT/sweep_raw.log 2>&1
 echo "run_all.sh: exit $? after $SECONDS s" >> $OUT/sweep_raw.log
 tr '\r' '\n' < $OUT/sweep_raw.log | grep -v "run/s\|s/run\|it/s\|s/it\|backend/s\|s/backend\|^ *$" \
