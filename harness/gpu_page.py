@@ -251,6 +251,21 @@ def _sweep_totals(r: GpuResults) -> str:
             "the sweep costs from cold): " + "; ".join(parts) + ".")
 
 
+def quick_sweep_sentence(r: GpuResults) -> str | None:
+    """The latest `./run_all.sh --quick` run of this GPU's stage rows: its GPU stages added up,
+    its build stage, its commit and date; None if no quick run is recorded."""
+    quick = [row for row in r.stages if row.mode == "quick"]
+    if not quick:
+        return None
+    latest = max(row.run for row in quick)
+    rows = [row for row in quick if row.run == latest]
+    total = sum(row.seconds for row in rows)
+    build = sum(row.seconds for row in rows if _stage_name(row.stage)[0] == "build")
+    failed = [row.stage for row in rows if row.exit_status != 0]
+    return (f"{total:,.0f} s ({total / 60:.1f} minutes) of GPU stages, its build {build:,.0f} s of them, at "
+            f"`{rows[0].provenance.commit}` on {latest[:10]}" + (f" (failed: {', '.join(failed)})" if failed else ""))
+
+
 # -- provenance ------------------------------------------------------------------------------
 def _kind(row: Shown) -> str:
     """Which table a row is shown in, as the provenance table names it."""

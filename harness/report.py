@@ -22,7 +22,7 @@ from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
 from harness.files import write_atomically
-from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, shown_tracks
+from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, quick_sweep_sentence, shown_tracks
 from harness.grid_page import GRID_TITLE, grid_description, grid_line
 from harness.markdown import DASH, Footnotes, and_list, link, milliseconds, num, replace_block, seconds, table, us
 from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE, PerDtypeFigure
@@ -297,7 +297,19 @@ def results_block(ctx: Context) -> str:
     parts += [footnotes(notes)] if footnotes(notes) else []
     parts.append(grid_lines(ctx, gpus))
     parts.append(decode_links(ctx, gpus))
+    if quick := quick_lines(gpus):
+        parts.append(quick)
     return "\n\n".join(parts)
+
+
+def quick_lines(gpus: Sequence[GpuResults]) -> str | None:
+    """Per GPU that recorded one, what its latest `./run_all.sh --quick` took (stages.csv)."""
+    lines = [f"- {r.gpu}: {sentence}." for r in gpus if (sentence := quick_sweep_sentence(r))]
+    if not lines:
+        return None
+    return ("What the latest `./run_all.sh --quick` took on each GPU, from its `stages.csv` (the plots and report "
+            "stages need no GPU and are not timed there; a build from nothing compiles the quick sweep's "
+            "versions, a rebuild finds them built):\n\n" + "\n".join(lines))
 
 
 def grid_lines(ctx: Context, gpus: Sequence[GpuResults]) -> str:

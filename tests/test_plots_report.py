@@ -24,9 +24,9 @@ from harness.grid import grid_dtypes
 from harness.plots import (FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, per_dtype_figures,
                            plot_all, save)
 from harness.decode_page import kv_section
-from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page
+from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page, quick_sweep_sentence
 from harness.markdown import replace_block, us
-from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text,
+from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, quick_lines, readme_text,
                             results_block)
 from harness.version_notes import decode_version_section, version_section
 from backends.registry import PROJECT_ROOT
@@ -310,6 +310,27 @@ def test_sweep_wall_time_comes_from_stages_csv(gpus):
     assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
     other = page(load("fixture-gpu-b-synthetic-numbers", RESULTS))
     assert "Sweep wall time" not in other
+
+
+def test_quick_sweep_line_names_the_latest_quick_run(gpus):
+    """The front page's line on --quick adds up the latest quick run's stages (not an older
+    quick run, not a full one), names its build and commit, and says which stage failed; a
+    GPU with no quick run has no line."""
+    r = gpus[0]
+    assert quick_sweep_sentence(r) is None  # the fixtures' runs are full sweeps
+    first, second = sorted({row.run for row in r.stages})
+    quick = [dataclasses.replace(row, mode="quick") for row in r.stages]
+    sentence = quick_sweep_sentence(dataclasses.replace(r, stages=quick))
+    latest = [row for row in quick if row.run == second]
+    total = sum(row.seconds for row in latest)
+    build = next(row.seconds for row in latest if row.stage == "build")
+    assert sentence.startswith(f"{total:,.0f} s ({total / 60:.1f} minutes) of GPU stages, its build {build:,.0f} s")
+    assert f"`{latest[0].provenance.commit}` on {second[:10]}" in sentence
+    assert "(failed: end-to-end)" in sentence
+    only_first = [row for row in quick if row.run == first]
+    assert "failed" not in quick_sweep_sentence(dataclasses.replace(r, stages=only_first))
+    assert quick_lines([dataclasses.replace(r, stages=quick)]).endswith(f"- {r.gpu}: {sentence}.")
+    assert quick_lines(gpus) is None
 
 
 def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype(gpus):
