@@ -266,6 +266,22 @@ def quick_sweep_sentence(r: GpuResults) -> str | None:
             f"`{rows[0].provenance.commit}` on {latest[:10]}" + (f" (failed: {', '.join(failed)})" if failed else ""))
 
 
+def full_sweep_sentence(r: GpuResults) -> str | None:
+    """The latest whole `./run_all.sh` (every backend in every dtype) of this GPU's stage rows:
+    its runs at that commit added up, and whether it got to the end (an end-to-end stage that
+    was not stopped and did not fail); None if no such run is recorded."""
+    whole = [row for row in r.stages if row.mode == "full" and row.backends == "all" and row.dtypes == "all"]
+    if not whole:
+        return None
+    commit = max(whole, key=lambda row: row.run).provenance.commit
+    rows = [row for row in whole if row.provenance.commit == commit]
+    total, runs = sum(row.seconds for row in rows), len({row.run for row in rows})
+    finished = any(row.stage == "end-to-end" and row.exit_status == 0 for row in rows)
+    spent = f"{total:,.0f} s ({total / 60:.1f} minutes) in {_runs([runs], 'runs')}"
+    return (f"at `{commit}`, {spent}" if finished
+            else f"at `{commit}` not finished: its runs so far, {spent}, stopped before the end")
+
+
 # -- provenance ------------------------------------------------------------------------------
 def _kind(row: Shown) -> str:
     """Which table a row is shown in, as the provenance table names it."""

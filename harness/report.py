@@ -22,7 +22,8 @@ from backends import precision, registry
 from backends.registry import PROJECT_ROOT, CudaVersion
 from harness.decode_page import DECODE_FIGURE, DECODE_TITLE, KV_FIGURE, KV_TITLE, NOT_YET, study_vs_fastest
 from harness.files import write_atomically
-from harness.gpu_page import PAGE_NAME, Page, commits_sentence, gpu_page, quick_sweep_sentence, shown_tracks
+from harness.gpu_page import (PAGE_NAME, Page, commits_sentence, full_sweep_sentence, gpu_page, quick_sweep_sentence,
+                              shown_tracks)
 from harness.grid_page import GRID_TITLE, grid_description, grid_line
 from harness.markdown import DASH, Footnotes, and_list, link, milliseconds, num, replace_block, seconds, table, us
 from harness.plots import GPU_COMPARISON, HEADLINE_FIGURE, PerDtypeFigure
@@ -297,19 +298,26 @@ def results_block(ctx: Context) -> str:
     parts += [footnotes(notes)] if footnotes(notes) else []
     parts.append(grid_lines(ctx, gpus))
     parts.append(decode_links(ctx, gpus))
-    if quick := quick_lines(gpus):
-        parts.append(quick)
+    if sweeps := sweep_lines(gpus):
+        parts.append(sweeps)
     return "\n\n".join(parts)
 
 
-def quick_lines(gpus: Sequence[GpuResults]) -> str | None:
-    """Per GPU that recorded one, what its latest `./run_all.sh --quick` took (stages.csv)."""
-    lines = [f"- {r.gpu}: {sentence}." for r in gpus if (sentence := quick_sweep_sentence(r))]
+def sweep_lines(gpus: Sequence[GpuResults]) -> str | None:
+    """Per GPU that recorded one, what its latest whole sweep and its latest `./run_all.sh
+    --quick` took (stages.csv)."""
+    lines = []
+    for r in gpus:
+        parts = [f"{label} {sentence}" for label, sentence in
+                 (("whole sweep", full_sweep_sentence(r)), ("`--quick`", quick_sweep_sentence(r))) if sentence]
+        if parts:
+            lines.append(f"- {r.gpu}: " + "; ".join(parts) + ".")
     if not lines:
         return None
-    return ("What the latest `./run_all.sh --quick` took on each GPU, from its `stages.csv` (the plots and report "
-            "stages need no GPU and are not timed there; a build from nothing compiles the quick sweep's "
-            "versions, a rebuild finds them built):\n\n" + "\n".join(lines))
+    return ("What a sweep took on each GPU, from its `stages.csv`: the latest `./run_all.sh` of every backend in "
+            "every dtype (a stopped run resumes, so its runs add up to about what the sweep costs from cold), and "
+            "the latest `--quick` (a build from nothing compiles the quick sweep's versions, a rebuild finds them "
+            "built). The plots and report stages need no GPU and are not timed there.\n\n" + "\n".join(lines))
 
 
 def grid_lines(ctx: Context, gpus: Sequence[GpuResults]) -> str:

@@ -24,9 +24,9 @@ from harness.grid import grid_dtypes
 from harness.plots import (FIGURES, GPU_COMPARISON, HEADLINE_FIGURE, gpu_comparison, look, per_dtype_figures,
                            plot_all, save)
 from harness.decode_page import kv_section
-from harness.gpu_page import SECTIONS, Page, e2e_table, gpu_page, quick_sweep_sentence
+from harness.gpu_page import SECTIONS, Page, e2e_table, full_sweep_sentence, gpu_page, quick_sweep_sentence
 from harness.markdown import replace_block, us
-from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, quick_lines, readme_text,
+from harness.report import (README, RESULTS_README, Context, cross_gpu_table, headline_block, readme_text, sweep_lines,
                             results_block)
 from harness.version_notes import decode_version_section, version_section
 from backends.registry import PROJECT_ROOT
@@ -329,8 +329,21 @@ def test_quick_sweep_line_names_the_latest_quick_run(gpus):
     assert "(failed: end-to-end)" in sentence
     only_first = [row for row in quick if row.run == first]
     assert "failed" not in quick_sweep_sentence(dataclasses.replace(r, stages=only_first))
-    assert quick_lines([dataclasses.replace(r, stages=quick)]).endswith(f"- {r.gpu}: {sentence}.")
-    assert quick_lines(gpus) is None
+    assert sweep_lines([dataclasses.replace(r, stages=quick)]).endswith(f"- {r.gpu}: `--quick` {sentence}.")
+
+
+def test_whole_sweep_line_adds_up_its_runs_and_says_whether_it_finished(gpus):
+    """The fixtures' two runs of every backend and dtype at one commit (572 s): the second's
+    end-to-end failed, so the sweep is not finished; with that stage passing, it is."""
+    r = gpus[0]
+    commit = r.stages[0].provenance.commit
+    assert full_sweep_sentence(r) == (f"at `{commit}` not finished: its runs so far, 572 s (9.5 minutes) in 2 runs, "
+                                      "stopped before the end")
+    passed = [dataclasses.replace(row, exit_status=0) for row in r.stages]
+    assert full_sweep_sentence(dataclasses.replace(r, stages=passed)) == f"at `{commit}`, 572 s (9.5 minutes) in 2 runs"
+    assert f"- {r.gpu}: whole sweep at `{commit}` not finished" in sweep_lines(gpus)
+    subset = [dataclasses.replace(row, backends="v01,v02") for row in r.stages]
+    assert full_sweep_sentence(dataclasses.replace(r, stages=subset)) is None  # not every backend
 
 
 def test_cross_gpu_table_has_a_column_per_gpu_and_measure_and_a_row_per_dtype(gpus):
