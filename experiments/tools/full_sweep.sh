@@ -20,8 +20,9 @@ fi
 timeout -k 40 "$limit" ./run_all.sh ${BACKENDS:+--backends $BACKENDS} --results-dir $scratch --plots-dir /root/sweep_plots \
   > $OUT/sweep_raw.log 2>&1
 echo "run_all.sh: exit $? after $SECONDS s" >> $OUT/sweep_raw.log
-# A stage that outlives run_all.sh (killed 40 s after the SIGTERM it did not act on: twice a
-# kernel benchmark stopped in its first minute did not end) must not append while the rows are packed.
+# A stage that outlives run_all.sh (killed 40 s after a SIGTERM it did not act on: twice a
+# kernel benchmark stopped early, before its first rows, did not end) must not append while the
+# rows are packed.
 pkill -KILL -f "python3? -m harness" && echo "killed a harness process left running" >> $OUT/sweep_raw.log
 tr '\r' '\n' < $OUT/sweep_raw.log | grep -v "run/s\|s/run\|it/s\|s/it\|backend/s\|s/backend\|^ *$" \
   > $OUT/sweep.log
