@@ -14,13 +14,12 @@ import argparse
 import math
 import statistics
 import sys
-from pathlib import Path
 
 from backends import precision, registry
 from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
 from harness.results import KernelRow
 from harness.study import GRID_SHAPES, Shape
-from harness.tables import load
+from harness.one_run import add_run_arguments, load_run
 
 # Issue 43's targets: in 16 bits at most 1.0x the fastest SDPA backend; in float32 at most
 # 0.35x sdpa-efficient.
@@ -80,14 +79,10 @@ def table(rows: list[KernelRow], dtype: str, copy_gbps: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gpu", required=True, help="the GPU's folder under --results-dir")
-    parser.add_argument("--commit", required=True, help="the sweep's commit: rows of other commits are left out")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="default: results")
+    add_run_arguments(parser)
     parser.add_argument("--dtypes", default="all", help="e.g. bfloat16 or float32,bfloat16 (default: all)")
     args = parser.parse_args(argv)
-    if not (args.results_dir / args.gpu).is_dir():
-        parser.error(f"no folder {args.results_dir / args.gpu}")
-    r = load(args.gpu, args.results_dir)
+    r = load_run(parser, args)
     rows = [x for x in r.measured_kernels if x.provenance.commit == args.commit]
     copies = [x.hbm_gbps for x in r.measured_decode if x.provenance.commit == args.commit and x.hbm_gbps]
     if not rows or not copies:

@@ -1,0 +1,216 @@
+"""A cost model of h23's prefill plans over (B, H, T, SMs), fitted to the measured grid and
+checked against it; beside each shape, the plan trial h23t_1 (short narrow blocks, two per SM)
+would pick.
+
+    python experiments/tools/h23_cost_model.py --gpu nvidia-h100-80gb-hbm3 --commit f184cca4d08c
+
+The plan is h23's (versions/h23_or_of_the_exponentials/attention.cu, plan_splits), written
+again here: narrow row blocks of 64 rows where B H ceil(T/64) blocks take at most three waves
+of the SMs, else 192-row blocks split along the keys into items of at most L tiles (a second
+kernel merges the splits), persistent where there are more than two items per SM. Each block
+or item is placed on the SM that frees first, in launch order (longest first). One call:
+
+    t = t_0 + max(sum on the busiest SM of (c_start + n c_tile), bytes / BW) [+ t_merge if split]
+
+n: the item's key tiles of 128 columns; c_tile is c_1 for a narrow block (one warpgroup at the
+tensor cores) and c_3 for a 192-row item (three warpgroups taking turns). t_0, c_start, c_1,
+c_3, t_merge and BW are fitted (least squares on log time) to h23's device times on every shape
+the sweep measured (the grid and the study's shapes). Six numbers for about 57 shapes: what
+the fit leaves is what the model does not explain, printed shape by shape.
+
+BW is one rate for every shape, so the model cannot say what more bytes in flight per SM
+would give (h23t_1's point): where the fit needs BW, it reads h23's own rate at those shapes.
+The next form makes the rate a function of the bytes each SM keeps in flight (Little's law).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from harness.prefill_floor import io_bytes
+from harness.study import Shape
+from harness.one_run import add_run_arguments, load_run
+
+B_C = 128  # key tile (columns of S)
+WG_ROWS = 64  # rows of one warpgroup
+WARPGROUPS = 3  # consumer warpgroups of the 192-row kernel
+NARROW_WAVES = 3
+PERSISTENT_ABOVE = 2
+SHORT_STAGES = 2  # h23t_1: the short narrow kernel's stages (T <= SHORT_STAGES B_C) ...
+SHORT_BLOCKS_PER_SM = 2  # ... and its blocks per SM
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class RowBlocks:
+    """h23's RowBlocks: W warpgroups of rows per block, laid from T's end."""
+
+    T: int
+    W: int
+
+    def rows(self) -> int:
+        return self.W * WG_ROWS
+
+    def count(self) -> int:
+        return ceil_div(self.T, self.rows())
+
+    def lead(self) -> int:
+        return self.count() * self.rows() - ceil_div(self.T, WG_ROWS) * WG_ROWS
+
+    def tiles(self, i: int) -> int:
+        last_wg_row = i * self.rows() - self.lead() + (self.W - 1) * WG_ROWS
+        return min(last_wg_row // B_C + 1, ceil_div(self.T, B_C))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one call runs: items (key tiles each) on `workers` slots; narrow or not; split."""
+
+    items: tuple[int, ...]  # key tiles of each block or item, in launch order
+    workers: int  # blocks running at once
+    narrow: bool
+    split: bool
+    short: bool = False
+
+
+def plan(shape: Shape, sms: int, short_blocks: bool = False) -> Launch:
+    """h23's plan_splits and launch_config; with short_blocks, h23t_1's."""
+    T, heads = shape.T, shape.B * shape.H
+    narrow = RowBlocks(T, 1)
+    short = short_blocks and T <= SHORT_STAGES * B_C
+    narrow_slots = sms * (SHORT_BLOCKS_PER_SM if short else 1)
+    if heads * narrow.count() <= NARROW_WAVES * narrow_slots:
+        per_head = sorted((narrow.tiles(i) for i in range(narrow.count())), reverse=True)
+        return Launch(tuple(per_head) * heads, narrow_slots, narrow=True, split=False, short=short)
+    rb = RowBlocks(T, WARPGROUPS)
+    tiles = [rb.tiles(i) for i in range(rb.count())]
+    longest = tiles[-1]
+    L = max(ceil_div(heads * sum(tiles), sms), 2)
+
+    def items_at(length: int) -> int:
+        return heads * sum(ceil_div(n, length) for n in tiles)
+
+    if L < longest and items_at(L) > sms and items_at(L + 1) <= sms:
+        L += 1
+    split = L < longest
+    per_head = []
+    for n in tiles:
+        for s in range(ceil_div(n, L) if split else 1):
+            per_head.append(min(L, n - s * L) if split else n)
+    per_head.sort(reverse=True)
+    items = tuple(per_head) * heads
+    return Launch(items, sms, narrow=False, split=split)
+
+
+def busiest(items: Sequence[int], workers: int, cost: Callable[[int], float]) -> float:
+    """The time of the busiest worker when each item goes, in order, to the one that frees first."""
+    import heapq
+
+    free = [0.0] * min(workers, len(items))
+    heapq.heapify(free)
+    for n in items:
+        heapq.heappush(free, heapq.heappop(free) + cost(n))
+    return max(free)
+
+
+PARAMS = ("t0", "c_start", "c1", "c3", "t_merge", "bw_gbps")
+
+
+def predict(shape: Shape, dtype: str, sms: int, p: dict[str, float], short_blocks: bool = False) -> float:
+    launch = plan(shape, sms, short_blocks)
+    c_tile = p["c1"] if launch.narrow else p["c3"]
+    compute = busiest(launch.items, launch.workers, lambda n: p["c_start"] + n * c_tile)
+    memory = io_bytes(shape, dtype) / (p["bw_gbps"] * 1e3)
+    return p["t0"] + max(compute, memory) + (p["t_merge"] if launch.split else 0.0)
+
+
+def fit(samples: list[tuple[Shape, float]], dtype: str, sms: int) -> dict[str, float]:
+    """Least squares on log time by Nelder-Mead over the log of each parameter."""
+    start = [2.0, 0.5, 0.3, 0.6, 2.0, 2500.0]
+
+    def loss(x: list[float]) -> float:
+        p = dict(zip(PARAMS, (math.exp(v) for v in x)))
+        return sum((math.log(predict(s, dtype, sms, p)) - math.log(t)) ** 2 for s, t in samples)
+
+    x = nelder_mead(loss, [math.log(v) for v in start])
+    return dict(zip(PARAMS, (math.exp(v) for v in x)))
+
+
+def nelder_mead(f: Callable[[list[float]], float], x0: list[float], steps: int = 3000,
+                scale: float = 0.5) -> list[float]:
+    """A plain Nelder-Mead minimiser (no dependency beyond the standard library)."""
+    n = len(x0)
+    simplex = [list(x0)] + [[x0[j] + (scale if j == i else 0.0) for j in range(n)] for i in range(n)]
+    values = [f(x) for x in simplex]
+    for _ in range(steps):
+        order = sorted(range(n + 1), key=values.__getitem__)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        centroid = [sum(x[j] for x in simplex[:-1]) / n for j in range(n)]
+        worst = simplex[-1]
+        reflected = [c + (c - w) for c, w in zip(centroid, worst)]
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = [c + 2 * (c - w) for c, w in zip(centroid, worst)]
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = [c + 0.5 * (w - c) for c, w in zip(centroid, worst)]
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, xs)] for xs in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+        if max(values) - min(values) < 1e-10:
+            break
+    return simplex[min(range(n + 1), key=values.__getitem__)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (default) or float16")
+    parser.add_argument("--sms", type=int, default=132, help="the GPU's SM count (default: 132, the H100 SXM's)")
+    args = parser.parse_args(argv)
+    r = load_run(parser, args)
+    samples = sorted((x.shape, x.us_device_median) for x in r.measured_kernels
+                     if x.provenance.commit == args.commit and x.backend == "h23" and x.dtype == args.dtype
+                     and x.us_device_median)
+    if not samples:
+        print(f"h23_cost_model: no h23 {args.dtype} rows at {args.commit}", file=sys.stderr)
+        return 1
+    p = fit(samples, args.dtype, args.sms)
+    print(f"## h23's cost model: {r.gpu}, commit {args.commit}, {args.dtype}, {args.sms} SMs\n")
+    print(f"Generated by `python experiments/tools/h23_cost_model.py --gpu {args.gpu} --commit {args.commit}`.\n")
+    print("Fitted: " + ", ".join(f"{k} {v:,.3g}" + (" GB/s" if k == "bw_gbps" else " µs") for k, v in p.items())
+          + "\n")
+    print("| B | H | T | plan | measured µs | model µs | model / measured | h23t_1's plan |")
+    print("|---|---|---|---|---|---|---|---|")
+    errors = []
+    for shape, measured in samples:
+        launch, short = plan(shape, args.sms), plan(shape, args.sms, short_blocks=True)
+        model = predict(shape, args.dtype, args.sms, p)
+        errors.append(model / measured)
+        name = lambda x: ("short narrow" if x.short else "narrow") if x.narrow else ("192 rows, split" if x.split
+                                                                                   else "192 rows")
+        print(f"| {shape.B} | {shape.H} | {shape.T} | {name(launch)} | {measured:.1f} | {model:.1f} | "
+              f"{model / measured:.2f} | {name(short)} |")
+    logs = [abs(math.log(e)) for e in errors]
+    print(f"\n{len(errors)} shapes: model / measured {min(errors):.2f}-{max(errors):.2f}, median absolute error "
+          f"{100 * (math.exp(statistics.median(logs)) - 1):.0f}%. Where max(...) takes the memory term, the time is "
+          f"bytes over {p['bw_gbps']:,.0f} GB/s: h23's own rate there, fitted, not the HBM's.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
