@@ -3,6 +3,7 @@ results (experiments/tools/grid_floor.py, h23_cost_model.py): --gpu, --commit, -
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 
 from harness.tables import GpuResults, load
@@ -19,3 +20,11 @@ def load_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> GpuRe
     if not args.gpu or not (args.results_dir / args.gpu).is_dir():
         parser.error(f"no folder {args.results_dir / args.gpu}")
     return load(args.gpu, args.results_dir)
+
+
+def copy_rate(r: GpuResults, commit: str) -> float | None:
+    """The rate of the large device-to-device copy measured in that sweep (GB/s, read and
+    written bytes over its time): the median over its decode rows, each of which records the
+    copy of its run; None if the sweep ran no decode benchmark."""
+    rates = [x.hbm_gbps for x in r.measured_decode if x.provenance.commit == commit and x.hbm_gbps]
+    return statistics.median(rates) if rates else None

@@ -19,7 +19,7 @@ from backends import precision, registry
 from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
 from harness.results import KernelRow
 from harness.study import GRID_SHAPES, Shape
-from harness.one_run import add_run_arguments, load_run
+from harness.one_run import add_run_arguments, copy_rate, load_run
 
 # Issue 43's targets: in 16 bits at most 1.0x the fastest SDPA backend; in float32 at most
 # 0.35x sdpa-efficient.
@@ -84,11 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     r = load_run(parser, args)
     rows = [x for x in r.measured_kernels if x.provenance.commit == args.commit]
-    copies = [x.hbm_gbps for x in r.measured_decode if x.provenance.commit == args.commit and x.hbm_gbps]
-    if not rows or not copies:
+    copy = copy_rate(r, args.commit)
+    if not rows or copy is None:
         print(f"grid_floor: {args.gpu} has no kernel rows or no copy rate at {args.commit}", file=sys.stderr)
         return 1
-    copy = statistics.median(copies)
     print(f"## The prefill grid against its floors: {r.gpu}, commit {args.commit}\n\n"
           f"Generated from the committed rows by `python experiments/tools/grid_floor.py --gpu {args.gpu} "
           f"--commit {args.commit}`. Floors: harness/prefill_floor.py. Targets: issue 43 (16 bits: 1.0x the "

@@ -1,0 +1,32 @@
+"""harness/one_run.py: the arguments the grid tools share, and the copy's rate of one sweep."""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import pytest
+
+from harness.one_run import add_run_arguments, copy_rate, load_run
+from harness.tables import load
+from tests.scripts import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "results"
+GPU_A = "fixture-gpu-a-synthetic-numbers"
+
+
+def test_copy_rate_is_the_median_of_that_commits_decode_rows_and_none_elsewhere():
+    r = load(GPU_A, FIXTURES)
+    commit = r.measured_decode[0].provenance.commit
+    rates = [x.hbm_gbps for x in r.measured_decode if x.provenance.commit == commit and x.hbm_gbps]
+    assert rates and copy_rate(r, commit) == statistics.median(rates)
+    assert copy_rate(r, "no-such-commit") is None
+
+
+@pytest.mark.parametrize("gpu", ["no-such-gpu", ""])
+def test_a_gpu_folder_that_is_not_there_is_a_usage_error(gpu, capsys):
+    parser = argparse.ArgumentParser(prog="tool")
+    add_run_arguments(parser)
+    args = parser.parse_args(["--gpu", gpu, "--commit", "x", "--results-dir", str(FIXTURES)])
+    with pytest.raises(SystemExit) as stop:
+        load_run(parser, args)
+    assert stop.value.code == 2 and "no folder" in capsys.readouterr().err
