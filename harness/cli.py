@@ -28,8 +28,8 @@ from gpt2.modes import MODES
 from harness import hf_generate, kernel_plan
 from harness.kernel_plan import KernelPlan
 from harness.results import ResultsFileError
-from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, GRID_SHAPES, KERNEL_ROUNDS, KERNEL_SHAPES,
-                           QUICK_DECODE_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS)
+from harness.study import (DECODE_ROUNDS, DECODE_SHAPES, GRID_SHAPES, HEADLINE_SHAPES, KERNEL_ROUNDS,
+                           KERNEL_SHAPES, QUICK_DECODE_SHAPES, QUICK_TOKEN_COUNTS, TOKEN_COUNTS, Shape)
 
 DTYPES_HELP = ("comma-separated dtypes among float32, bfloat16, float16, or 'all' (default); each backend is "
                "measured in each of them that it takes (python -m harness list says which)")
@@ -60,6 +60,14 @@ NOTHING_MEASURED = ("it measures nothing and the results are untouched, but {wha
 
 class CommandError(Exception):
     """A step that cannot run here: one line on stderr, exit status 2."""
+
+
+# `try --shapes`: each choice's shapes and what its help says of them.
+TRY_SHAPES: dict[str, tuple[tuple[Shape, ...], str]] = {
+    "all": (KERNEL_SHAPES, "the kernel benchmark's shapes (default)"),
+    "headline": (HEADLINE_SHAPES, "B=1 T=512 and B=8 T=4096"),
+    "grid": (GRID_SHAPES, "the prefill grid (B 1-64 x T 64-1024 and the wider heads)"),
+}
 
 
 def _shown(path: Path) -> str:
@@ -323,7 +331,6 @@ def cmd_precompile(args: argparse.Namespace) -> int:
 def cmd_try(args: argparse.Namespace) -> int:
     from harness import try_variants, variants
     from harness.compile_check import arch_capability
-    from harness.study import HEADLINE_SHAPES
 
     _check_rounds(args)
     log = _log_file(args.log)
@@ -364,7 +371,7 @@ def cmd_try(args: argparse.Namespace) -> int:
         if device is None:
             versions = [b for b in against if isinstance(b, registry.CudaVersion)] + rows
             return 0 if try_variants.compile_report(versions, args.arch, log) else 1
-        shapes = HEADLINE_SHAPES if args.shapes == "headline" else KERNEL_SHAPES
+        shapes = TRY_SHAPES[args.shapes][0]
         return try_variants.run(rows, against, shapes, rounds=args.rounds, device=device, log=log, dtype=dtype)
     except (registry.BackendUnavailableError, BuildSetupError) as err:
         raise CommandError(str(err)) from None
@@ -687,8 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--against", type=arguments.text, default=None,
                    help="backends to compare with, comma-separated (default: the variants' versions; "
                         f"{registry.KERNEL_REFERENCE} is always timed)")
-    p.add_argument("--shapes", choices=("all", "headline"), default="all",
-                   help="all: the kernel benchmark's shapes (default); headline: B=1 T=512 and B=8 T=4096")
+    p.add_argument("--shapes", choices=tuple(TRY_SHAPES), default="all",
+                   help="; ".join(f"{name}: {what}" for name, (_, what) in TRY_SHAPES.items()))
     p.add_argument("--rounds", type=int, default=2,
                    help=f"timing rounds, the order of the backends alternating (default: 2, at most {MAX_ROUNDS})")
     p.add_argument("--log", type=arguments.path, default=None, metavar="FILE",

@@ -338,3 +338,13 @@ def test_the_figures_against_t_draw_the_study_shapes_only(gpus):
     assert sorted({x.B for x in r.study_kernels}) == [1, 8]
     series = r.kernel_series(FIXTURES.HALF_LAST, BFLOAT16, 1)
     assert [x.T for x in series] == sorted(s.T for s in KERNEL_SHAPES if s.B == 1)
+
+
+def test_a_variant_can_be_tried_on_the_grid():
+    """`python -m harness try ... --shapes grid` times a trial at the grid's shapes, the ones
+    the kernel benchmark measures for each track's last version."""
+    from harness.cli import TRY_SHAPES, build_parser
+
+    args = build_parser().parse_args(["try", "h23t=h23+x.patch", "--shapes", "grid", "--dtype", "bfloat16"])
+    assert TRY_SHAPES[args.shapes][0] == GRID_SHAPES
+    assert TRY_SHAPES["all"][0] == KERNEL_SHAPES
