@@ -42,4 +42,18 @@ def test_a_file_of_another_header_is_refused_and_nothing_written(tmp_path):
 def test_an_empty_run_folder_is_an_error(tmp_path, capsys):
     tool = load_script("experiments/tools/merge_results.py")
     assert tool.main([str(tmp_path)]) == 2
-    assert "no <gpu>/<file>.csv" in capsys.readouterr().err
+    assert "no <gpu>/<file>.csv in" in capsys.readouterr().err
+
+
+def test_full_sweeps_archive_is_merged_as_its_folder(tmp_path):
+    """full_sweep.sh returns the rows as sweep_results.tgz (./<gpu>/<file>.csv inside)."""
+    import tarfile
+
+    tool = load_script("experiments/tools/merge_results.py")
+    local = write(tmp_path / "results/gpu/kernels.csv", HEADER, "a,float32,1.0,x")
+    write(tmp_path / "run/gpu/kernels.csv", HEADER, "a,float32,1.0,x", "c,float32,3.0,y")
+    archive = tmp_path / "sweep_results.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "run/gpu/kernels.csv", arcname="./gpu/kernels.csv")
+    assert tool.main([str(archive), "--results-dir", str(tmp_path / "results")]) == 0
+    assert local.read_text().splitlines() == [HEADER, "a,float32,1.0,x", "c,float32,3.0,y"]

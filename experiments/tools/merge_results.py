@@ -1,16 +1,18 @@
 """Merge the rows a device run brought back into the local results/ folder: each CSV's lines
 that the local file lacks are appended, in the run's order; nothing is rewritten or dropped.
 
-    python experiments/tools/merge_results.py RUN_RESULTS_DIR [--results-dir results]
+    python experiments/tools/merge_results.py RUN [--results-dir results]
 
-RUN_RESULTS_DIR holds <gpu>/<file>.csv, as a run's --results-dir does (or the folder
-full_sweep.sh's sweep_results.tgz unpacks into). A file whose header differs from the local
-one's is refused: its rows would land under the wrong columns.
+RUN is a folder of <gpu>/<file>.csv, as a run's --results-dir is, or full_sweep.sh's
+sweep_results.tgz (unpacked into a temporary folder first). A file whose header differs from
+the local one's is refused: its rows would land under the wrong columns.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 
@@ -36,16 +38,24 @@ def merge_file(source: Path, target: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path, help="the run's results folder (<gpu>/<file>.csv)")
+    parser.add_argument("run", type=Path, help="the run's results folder (<gpu>/<file>.csv) or a .tgz of it")
     parser.add_argument("--results-dir", type=Path, default=Path("results"),
                         help="the local results folder to append to (default: results)")
     args = parser.parse_args(argv)
-    sources = sorted(args.run_dir.glob("*/*.csv"))
+    if args.run.is_file() and args.run.name.endswith((".tgz", ".tar.gz")):
+        with tempfile.TemporaryDirectory() as unpacked, tarfile.open(args.run) as archive:
+            archive.extractall(unpacked, filter="data")  # no paths outside the folder
+            return merge(Path(unpacked), args.results_dir, str(args.run))
+    return merge(args.run, args.results_dir, str(args.run))
+
+
+def merge(run_dir: Path, results_dir: Path, shown: str) -> int:
+    sources = sorted(run_dir.glob("*/*.csv"))
     if not sources:
-        print(f"merge_results: no <gpu>/<file>.csv under {args.run_dir}", file=sys.stderr)
+        print(f"merge_results: no <gpu>/<file>.csv in {shown}", file=sys.stderr)
         return 2
     for source in sources:
-        target = args.results_dir / source.parent.name / source.name
+        target = results_dir / source.parent.name / source.name
         print(f"{target}: +{merge_file(source, target)} rows")
     return 0
 
