@@ -7,10 +7,9 @@
 # BACKENDS=a,b,... passes --backends to run_all.sh (e.g. the grid's backends first).
 # The rows are kept in /root/sweep on the device machine between calls, seeded from the copy's
 # results/ the first time (a fresh machine: after the last call's rows were merged into the
-# local results/ with `merge_results.py <files_at>/sweep_results.tgz`). Each call returns them all
-# as $OUT/sweep_results.tgz,
-# with the printed output in $OUT/sweep.log. SECONDS (default 520) leaves the call's 600 s
-# room for the kill 40 s after the SIGTERM and the packing.
+# local results/ with `merge_results.py <files_at>/sweep_results.tgz`). Each call returns them
+# all as $OUT/sweep_results.tgz, with the printed output in $OUT/sweep.log. SECONDS (default
+# 520) leaves the call's 600 s room for the kill 40 s after the SIGTERM and the packing.
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 STUDY_COMMIT="$1"
 limit=${2:-520}
