@@ -26,6 +26,7 @@ trial can give by this model, not a measurement.
 from __future__ import annotations
 
 import argparse
+import heapq
 import math
 import statistics
 import sys
@@ -80,6 +81,11 @@ class Launch:
     split: bool
     short: bool = False
 
+    def name(self) -> str:
+        if self.narrow:
+            return "short narrow" if self.short else "narrow"
+        return "192 rows, split" if self.split else "192 rows"
+
 
 def plan(shape: Shape, sms: int, short_blocks: bool = False) -> Launch:
     """h23's plan_splits and launch_config; with short_blocks, h23t_1's."""
@@ -112,8 +118,6 @@ def plan(shape: Shape, sms: int, short_blocks: bool = False) -> Launch:
 
 def busiest(items: Sequence[int], workers: int, cost: Callable[[int], float]) -> float:
     """The time of the busiest worker when each item goes, in order, to the one that frees first."""
-    import heapq
-
     free = [0.0] * min(workers, len(items))
     heapq.heapify(free)
     for n in items:
@@ -207,11 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         launch, short = plan(shape, args.sms), plan(shape, args.sms, short_blocks=True)
         model = predict(shape, args.dtype, args.sms, copy, p)
         errors.append(model / measured)
-        name = lambda x: ("short narrow" if x.short else "narrow") if x.narrow else ("192 rows, split" if x.split
-                                                                                   else "192 rows")
         trial = predict(shape, args.dtype, args.sms, copy, p, short_blocks=True)
-        print(f"| {shape.B} | {shape.H} | {shape.T} | {name(launch)} | {measured:.1f} | {model:.1f} | "
-              f"{model / measured:.2f} | {name(short)} | {trial:.1f} |")
+        print(f"| {shape.B} | {shape.H} | {shape.T} | {launch.name()} | {measured:.1f} | {model:.1f} | "
+              f"{model / measured:.2f} | {short.name()} | {trial:.1f} |")
     logs = [abs(math.log(e)) for e in errors]
     print(f"\n{len(errors)} shapes: model / measured {min(errors):.2f}-{max(errors):.2f}, median absolute error "
           f"{100 * (math.exp(statistics.median(logs)) - 1):.0f}%.")
