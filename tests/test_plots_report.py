@@ -10,6 +10,8 @@ import io
 import os
 import struct
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -34,6 +36,7 @@ from harness.results import DECODE_TIMES, E2E, ResultsFileError, gpu_slugs
 from harness.study import (DECODE_NOTE_SHAPES, HEADLINE_SHAPES, HEADLINE_TOKENS, KV_HEADLINE, QUICK_KERNEL_SHAPES,
                            QUICK_TOKEN_COUNTS, VERSION_NOTE_SHAPES)
 from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
+from tests.ahead import Ahead, takes
 from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -100,12 +103,26 @@ def f32_results(tmp_path_factory) -> Path:
     return float32_only(tmp_path_factory.mktemp("float32-only"))
 
 
-def test_fixtures_have_the_current_schema(tmp_path, monkeypatch):
-    """The committed fixtures are what make_fixtures.py writes today."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)  # thousands of rows; durability is not tested here
-    module = load_script("tests/fixtures/make_fixtures.py")
-    for path in module.write(tmp_path):
-        committed = RESULTS / path.relative_to(tmp_path)
+def fixtures_written_afresh(ahead: Ahead) -> list[Path]:
+    """make_fixtures.py run into a new folder, in a child process (a job started ahead: seconds
+    of writing rows on another core); the files it wrote."""
+    out = ahead.tmp("fixtures-afresh")
+    # Thousands of rows, each appended with an fsync: durability is not tested here.
+    script = ("import os, runpy, sys; os.fsync = lambda fd: None; sys.argv = sys.argv[1:]; "
+              "runpy.run_path(sys.argv[0], run_name='__main__')")
+    subprocess.run([sys.executable, "-c", script, str(FIXTURES / "make_fixtures.py"), str(out)], check=True,
+                   capture_output=True, text=True, cwd=PROJECT_ROOT)
+    return sorted(out.rglob("*.csv"))
+
+
+@takes(fixtures_written_afresh)
+def test_fixtures_have_the_current_schema(ahead):
+    """The committed fixtures are what make_fixtures.py writes today, file for file."""
+    written = ahead(fixtures_written_afresh)
+    out = written[0].parent.parent
+    assert {p.relative_to(out) for p in written} == {p.relative_to(RESULTS) for p in RESULTS.rglob("*.csv")}
+    for path in written:
+        committed = RESULTS / path.relative_to(out)
         assert filecmp.cmp(path, committed, shallow=False), f"{committed} is stale: run {FIXTURES}/make_fixtures.py"
 
 
