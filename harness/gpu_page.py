@@ -52,6 +52,11 @@ def shown_tracks(r: GpuResults) -> list[tuple[Track, list[str]]]:
 
 
 # -- end to end ------------------------------------------------------------------------------
+def _wall(seconds: float) -> str:
+    """'463 s (7.7 minutes)': a sweep's wall time."""
+    return f"{seconds:,.0f} s ({seconds / 60:.1f} minutes)"
+
+
 def _runs(values: Sequence[int | None], what: str) -> str:
     """'2 replays', '1 run', '1 to 3 runs'."""
     counts = count_range(values)
@@ -245,8 +250,8 @@ def _sweep_totals(r: GpuResults) -> str:
     parts = []
     for (commit, mode, backends, dtypes), runs in sweeps.items():
         total = sum(runs.values())
-        parts.append(f"{mode} sweep of `{backends}` in `{dtypes}` at `{commit}`: {total:,.0f} s "
-                     f"({total / 60:.1f} minutes) in {_runs([len(runs)], 'runs')}")
+        parts.append(f"{mode} sweep of `{backends}` in `{dtypes}` at `{commit}`: {_wall(total)} "
+                     f"in {_runs([len(runs)], 'runs')}")
     return ("Each sweep's runs added up (a resumed run measures only what is missing, so the sum is about what "
             "the sweep costs from cold): " + "; ".join(parts) + ".")
 
@@ -262,7 +267,7 @@ def quick_sweep_sentence(r: GpuResults) -> str | None:
     total = sum(row.seconds for row in rows)
     build = sum(row.seconds for row in rows if _stage_name(row.stage)[0] == "build")
     failed = [row.stage for row in rows if row.exit_status != 0]
-    return (f"{total:,.0f} s ({total / 60:.1f} minutes) of GPU stages, its build {build:,.0f} s of them, at "
+    return (f"{_wall(total)} of GPU stages, its build {build:,.0f} s of them, at "
             f"`{rows[0].provenance.commit}` on {latest[:10]}" + (f" (failed: {', '.join(failed)})" if failed else ""))
 
 
@@ -277,7 +282,7 @@ def full_sweep_sentence(r: GpuResults) -> str | None:
     rows = [row for row in whole if row.provenance.commit == commit]
     total, runs = sum(row.seconds for row in rows), len({row.run for row in rows})
     finished = any(row.stage == "end-to-end" and row.exit_status == 0 for row in rows)
-    spent = f"{total:,.0f} s ({total / 60:.1f} minutes) in {_runs([runs], 'runs')}"
+    spent = f"{_wall(total)} in {_runs([runs], 'runs')}"
     return (f"at `{commit}`, {spent}" if finished
             else f"at `{commit}` not finished: its runs so far, {spent}, stopped before the end")
 

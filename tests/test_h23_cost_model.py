@@ -32,11 +32,11 @@ def test_short_prompts_at_batch_64_fall_back_to_192_row_blocks_and_h23t_1_keeps_
 
 def test_a_narrow_blocks_tiles_reach_its_diagonal(model):
     """Row block i of 64 rows (lead 0) walks key tiles 0 .. (64 i + 63) // 128."""
-    rb = model.RowBlocks(T=300, W=1)
-    assert [rb.tiles(i) for i in range(rb.count())] == [1, 1, 2, 2, 3]
+    assert model.narrow_tiles(300) == [1, 1, 2, 2, 3]
 
 
 def test_items_go_to_the_worker_that_frees_first(model):
-    assert model.busiest([4, 3, 3, 2], 2, float) == 6.0  # the workers end at 4 + 2 and 3 + 3
-    assert model.busiest([5], 8, float) == 5.0
-    assert model.busiest([1] * 10, 3, lambda n: 2.0 * n) == 8.0  # ceil(10 / 3) = 4 rounds of 2
+    assert model.busiest([4, 3, 3, 2], 2, 0.0, 1.0) == 6.0  # the workers end at 4 + 2 and 3 + 3
+    assert model.busiest([5], 8, 0.0, 1.0) == 5.0
+    assert model.busiest([1] * 10, 3, 0.0, 2.0) == 8.0  # ceil(10 / 3) = 4 rounds of 2
+    assert model.busiest([1, 1], 1, 0.5, 2.0) == pytest.approx(5.0)  # two items of 0.5 + 2

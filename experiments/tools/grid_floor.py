@@ -16,10 +16,10 @@ import statistics
 import sys
 
 from backends import precision, registry
-from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
-from harness.results import KernelRow
-from harness.study import GRID_SHAPES, Shape
+from harness.grid import GridCell, GridSummary, grid_summaries, shape_text
 from harness.one_run import add_run_arguments, copy_rate, load_run
+from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
+from harness.tables import GpuResults
 
 # Issue 43's targets: in 16 bits at most 1.0x the fastest SDPA backend; in float32 at most
 # 0.35x sdpa-efficient.
@@ -27,7 +27,7 @@ HALF_TARGET, FLOAT32_TARGET, FLOAT32_REFERENCE = 1.0, 0.35, "sdpa-efficient"
 
 
 def target_us(times: dict[str, float], dtype: str) -> float | None:
-    """Issue 43's target at one shape from PyTorch's times there."""
+    """Issue 43's target at one shape from PyTorch's times there (µs, by backend)."""
     if dtype == precision.FLOAT32:
         ref = times.get(FLOAT32_REFERENCE)
         return None if ref is None else FLOAT32_TARGET * ref
@@ -35,42 +35,47 @@ def target_us(times: dict[str, float], dtype: str) -> float | None:
     return HALF_TARGET * min(sdpa) if sdpa else None
 
 
-def table(rows: list[KernelRow], dtype: str, copy_gbps: float) -> str:
-    version = next(v.name for v in registry.last_versions() if v.accepts(dtype))
-    baselines = set(registry.baseline_names(registry.PREFILL))
-    peaks = [r.peak_tflops for r in rows if r.dtype == dtype and r.peak_tflops]
-    peak = None if dtype == precision.FLOAT32 or not peaks else statistics.median(peaks)
-    by_shape: dict[Shape, dict[str, float]] = {}
-    for r in rows:
-        if r.dtype == dtype and r.measured and r.us_device_median is not None:
-            by_shape.setdefault(r.shape, {})[r.backend] = r.us_device_median
+def pytorch_times(r: GpuResults, cell: GridCell, dtype: str) -> dict[str, float]:
+    """The device times of PyTorch's kernels that the cell's row's run timed at its shape."""
+    rows = {name: r.kernel_in_run(name, cell.shape, dtype, cell.row.provenance)
+            for name in registry.baseline_names(registry.PREFILL)}
+    return {name: row.us_device_median for name, row in rows.items() if row and row.us_device_median}
+
+
+def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float) -> str:
+    """The summary's cells measured at `commit` against the floors; the fastest PyTorch kernel
+    of each is the grid page's (GpuResults.kernel_vs_fastest: same run, same shape)."""
+    dtype, version = summary.dtype, summary.version
+    cells = [c for c in summary.measured if c.row.provenance.commit == commit]
+    # The compute floor takes the matmul rate of each row's own run; float32's is the FMA rate,
+    # which TF32 kernels exceed, so float32 has the memory floor only.
+    def peak(cell: GridCell) -> float | None:
+        return None if dtype == precision.FLOAT32 else cell.row.peak_tflops
+
+    peaks = sorted({round(rate) for c in cells if (rate := peak(c))})
+    rates = f"{peaks[0]:,}" if len(peaks) == 1 else f"{peaks[0]:,}-{peaks[-1]:,}" if peaks else ""
     lines = [f"### {dtype}: `{version}`; copy {copy_gbps:,.0f} GB/s"
-             + (f", matmul {peak:,.0f} TFLOP/s" if peak else " (memory floor only: float32's peak is the FMA "
-                "rate, which TF32 kernels exceed)"),
+             + (f", matmul {rates} TFLOP/s (each row's run)" if rates else " (memory floor only: float32's peak is "
+                "the FMA rate, which TF32 kernels exceed)"),
              "",
              "| B | H | T | memory floor µs | compute floor µs | fastest PyTorch | its µs | its / floor "
              f"| `{version}` µs | `{version}` / floor | target µs | target / floor |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     over, reach = [], []
-    for shape in GRID_SHAPES:
-        times = by_shape.get(shape, {})
-        ours = times.get(version)
-        pytorch = {n: t for n, t in times.items() if n in baselines}
-        if ours is None or not pytorch:
-            continue
-        fastest = min(pytorch, key=pytorch.get)
-        floor = floor_us(shape, dtype, copy_gbps, peak)
-        target = target_us(pytorch, dtype)
-        compute = f"{compute_floor_us(shape, peak):.1f}" if peak else "–"
+    for cell in cells:
+        shape, ours, fastest = cell.shape, cell.row.us_device_median, cell.reference
+        floor = floor_us(shape, dtype, copy_gbps, peak(cell))
+        target = target_us(pytorch_times(r, cell, dtype), dtype)
+        compute = f"{compute_floor_us(shape, rate):.1f}" if (rate := peak(cell)) else "–"
         lines.append(f"| {shape.B} | {shape.H} | {shape.T} | {memory_floor_us(shape, dtype, copy_gbps):.1f} "
-                     f"| {compute} | `{fastest}` | {pytorch[fastest]:.1f} | {pytorch[fastest] / floor:.2f} "
+                     f"| {compute} | `{fastest.backend}` | {fastest.time:.1f} | {fastest.time / floor:.2f} "
                      f"| {ours:.1f} | {ours / floor:.2f} | "
                      + (f"{target:.1f} | {target / floor:.2f} |" if target else "– | – |"))
         over.append(ours / floor)
         if target:
             reach.append((target / floor, shape))
     if over:
-        below = [f"B={s.B} H={s.H} T={s.T} ({x:.2f})" for x, s in sorted(reach) if x < 1]
+        below = [f"{shape_text(s)} ({x:.2f})" for x, s in sorted(reach) if x < 1]
         lines += ["", f"{len(over)} shapes: `{version}` at {min(over):.2f}-{max(over):.2f} of the floor "
                   f"(geometric mean {math.exp(statistics.fmean(map(math.log, over))):.2f}); targets under the "
                   f"floor: {', '.join(below) if below else 'none'}."]
@@ -83,16 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="all", help="e.g. bfloat16 or float32,bfloat16 (default: all)")
     args = parser.parse_args(argv)
     r = load_run(parser, args)
-    rows = [x for x in r.measured_kernels if x.provenance.commit == args.commit]
+    dtypes = precision.select(args.dtypes)
+    summaries = [g for g in grid_summaries(r) if g.dtype in dtypes and g.version
+                 and any(c.row.provenance.commit == args.commit for c in g.measured)]
     copy = copy_rate(r, args.commit)
-    if not rows or copy is None:
-        print(f"grid_floor: {args.gpu} has no kernel rows or no copy rate at {args.commit}", file=sys.stderr)
+    if not summaries or copy is None:
+        print(f"grid_floor: {args.gpu} has no grid rows or no copy rate at {args.commit}", file=sys.stderr)
         return 1
     print(f"## The prefill grid against its floors: {r.gpu}, commit {args.commit}\n\n"
           f"Generated from the committed rows by `python experiments/tools/grid_floor.py --gpu {args.gpu} "
           f"--commit {args.commit}`. Floors: harness/prefill_floor.py. Targets: issue 43 (16 bits: 1.0x the "
           f"fastest SDPA backend; float32: {FLOAT32_TARGET}x {FLOAT32_REFERENCE}).\n")
-    print("\n\n".join(table(rows, dtype, copy) for dtype in precision.select(args.dtypes)))
+    print("\n\n".join(table(r, g, args.commit, copy) for g in summaries))
     return 0
 
 

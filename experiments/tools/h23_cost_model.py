@@ -4,11 +4,12 @@ would pick.
 
     python experiments/tools/h23_cost_model.py --gpu nvidia-h100-80gb-hbm3 --commit f184cca4d08c
 
-The plan is h23's (versions/h23_or_of_the_exponentials/attention.cu, plan_splits), written
-again here: narrow row blocks of 64 rows where B H ceil(T/64) blocks take at most three waves
-of the SMs, else 192-row blocks split along the keys into items of at most L tiles (a second
-kernel merges the splits), persistent where there are more than two items per SM. Each block
-or item is placed on the SM that frees first, in launch order (longest first). One call:
+The plan is h23's (versions/h23_or_of_the_exponentials/attention.cu, plan_splits): narrow
+row blocks of 64 rows where B H ceil(T/64) blocks take at most three waves of the SMs, else
+192-row blocks split along the keys into items of at most L tiles (a second kernel merges the
+splits); the 192-row items are row_block_plans.py's (h13's row blocks, which h23 keeps). Each
+block or item goes to the SM that frees first, in launch order, longest row block first
+(persistent_schedule.greedy). One call:
 
     t = t_0 + max(sum on the busiest SM of (s + n c), bytes / BW) [+ t_merge if split]
 
@@ -26,56 +27,36 @@ trial can give by this model, not a measurement.
 from __future__ import annotations
 
 import argparse
-import heapq
 import math
 import statistics
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 from harness.prefill_floor import io_bytes
 from harness.study import Shape
 from harness.one_run import add_run_arguments, copy_rate, load_run
 
-B_C = 128  # key tile (columns of S)
-WG_ROWS = 64  # rows of one warpgroup
-WARPGROUPS = 3  # consumer warpgroups of the 192-row kernel
-NARROW_WAVES = 3
-PERSISTENT_ABOVE = 2
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from persistent_schedule import B_C, WARPGROUP_ROWS, greedy  # noqa: E402
+from row_block_plans import split_length, tiles_per_row_block, work_items  # noqa: E402
+
+NARROW_WAVES = 3  # h23's kNarrowWaves
 SHORT_STAGES = 2  # h23t_1: the short narrow kernel's stages (T <= SHORT_STAGES B_C) ...
 SHORT_BLOCKS_PER_SM = 2  # ... and its blocks per SM
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class RowBlocks:
-    """h23's RowBlocks: W warpgroups of rows per block, laid from T's end."""
-
-    T: int
-    W: int
-
-    def rows(self) -> int:
-        return self.W * WG_ROWS
-
-    def count(self) -> int:
-        return ceil_div(self.T, self.rows())
-
-    def lead(self) -> int:
-        return self.count() * self.rows() - ceil_div(self.T, WG_ROWS) * WG_ROWS
-
-    def tiles(self, i: int) -> int:
-        last_wg_row = i * self.rows() - self.lead() + (self.W - 1) * WG_ROWS
-        return min(last_wg_row // B_C + 1, ceil_div(self.T, B_C))
+def narrow_tiles(T: int) -> list[int]:
+    """Key tiles of each 64-row block (lead 0), first to last: up to its diagonal tile."""
+    return [min(i * WARPGROUP_ROWS // B_C + 1, math.ceil(T / B_C)) for i in range(math.ceil(T / WARPGROUP_ROWS))]
 
 
 @dataclass(frozen=True)
 class Launch:
-    """What one call runs: items (key tiles each) on `workers` slots; narrow or not; split."""
+    """What one call runs: items (key tiles each) in launch order on `workers` slots."""
 
-    items: tuple[int, ...]  # key tiles of each block or item, in launch order
+    items: tuple[int, ...]
     workers: int  # blocks running at once
     narrow: bool
     split: bool
@@ -88,41 +69,25 @@ class Launch:
 
 
 def plan(shape: Shape, sms: int, short_blocks: bool = False) -> Launch:
-    """h23's plan_splits and launch_config; with short_blocks, h23t_1's."""
-    T, heads = shape.T, shape.B * shape.H
-    narrow = RowBlocks(T, 1)
-    short = short_blocks and T <= SHORT_STAGES * B_C
+    """h23's plan_splits and launch_config; with short_blocks, h23t_1's. The 192-row items
+    are row_block_plans.py's (h13's row blocks, laid from T's end, and their splits); the
+    narrow blocks go in the same order, the longest row block of every head first."""
+    heads = shape.B * shape.H
+    narrow = narrow_tiles(shape.T)
+    short = short_blocks and shape.T <= SHORT_STAGES * B_C
     narrow_slots = sms * (SHORT_BLOCKS_PER_SM if short else 1)
-    if heads * narrow.count() <= NARROW_WAVES * narrow_slots:
-        per_head = sorted((narrow.tiles(i) for i in range(narrow.count())), reverse=True)
-        return Launch(tuple(per_head) * heads, narrow_slots, narrow=True, split=False, short=short)
-    rb = RowBlocks(T, WARPGROUPS)
-    tiles = [rb.tiles(i) for i in range(rb.count())]
-    longest = tiles[-1]
-    L = max(ceil_div(heads * sum(tiles), sms), 2)
-
-    def items_at(length: int) -> int:
-        return heads * sum(ceil_div(n, length) for n in tiles)
-
-    if L < longest and items_at(L) > sms and items_at(L + 1) <= sms:
-        L += 1
-    split = L < longest
-    per_head = []
-    for n in tiles:
-        for s in range(ceil_div(n, L) if split else 1):
-            per_head.append(min(L, n - s * L) if split else n)
-    per_head.sort(reverse=True)
-    items = tuple(per_head) * heads
-    return Launch(items, sms, narrow=False, split=split)
+    if heads * len(narrow) <= NARROW_WAVES * narrow_slots:
+        return Launch(tuple(n for n in reversed(narrow) for _ in range(heads)), narrow_slots, narrow=True,
+                      split=False, short=short)
+    tiles = tiles_per_row_block(shape.T, from_the_end=True)
+    split = split_length(tiles, heads, sms) < max(tiles)
+    return Launch(tuple(work_items(shape.B, shape.T, sms, True, num_heads=shape.H)), sms, narrow=False, split=split)
 
 
-def busiest(items: Sequence[int], workers: int, cost: Callable[[int], float]) -> float:
-    """The time of the busiest worker when each item goes, in order, to the one that frees first."""
-    free = [0.0] * min(workers, len(items))
-    heapq.heapify(free)
-    for n in items:
-        heapq.heappush(free, heapq.heappop(free) + cost(n))
-    return max(free)
+def busiest(items: Sequence[int], workers: int, start: float, tile: float) -> float:
+    """The busiest worker's time when each item (start + its tiles x tile) goes, in order, to
+    the one that frees first (persistent_schedule.greedy, in tiles)."""
+    return tile * greedy(items, min(workers, len(items)), start / tile)
 
 
 PARAMS = ("t0", "s1", "s3", "c1", "c3", "t_merge")
@@ -132,7 +97,7 @@ def predict(shape: Shape, dtype: str, sms: int, copy_gbps: float, p: dict[str, f
             short_blocks: bool = False) -> float:
     launch = plan(shape, sms, short_blocks)
     start, tile = (p["s1"], p["c1"]) if launch.narrow else (p["s3"], p["c3"])
-    compute = busiest(launch.items, launch.workers, lambda n: start + n * tile)
+    compute = busiest(launch.items, launch.workers, start, tile)
     memory = io_bytes(shape, dtype) / (copy_gbps * 1e3)
     return p["t0"] + max(compute, memory) + (p["t_merge"] if launch.split else 0.0)
 

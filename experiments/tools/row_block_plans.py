@@ -53,11 +53,11 @@ def split_length(tiles: Sequence[int], heads: int, sms: int) -> int:
     return min(L, longest)
 
 
-def work_items(batch: int, T: int, sms: int, from_the_end: bool) -> list[int]:
+def work_items(batch: int, T: int, sms: int, from_the_end: bool, num_heads: int = HEADS) -> list[int]:
     """Tiles of each work item, longest row block first (every head's slot before the next
-    slot), each row block's splits from its diagonal back."""
+    slot), each row block's splits from its diagonal back; num_heads per sequence."""
     tiles = tiles_per_row_block(T, from_the_end)
-    heads = batch * HEADS
+    heads = batch * num_heads
     L = split_length(tiles, heads, sms)
     items = []
     for n_i in reversed(tiles):
