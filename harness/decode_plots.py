@@ -13,6 +13,7 @@ says so (PerDtypeFigure.skipped).
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable, Sequence
 
 from matplotlib.axes import Axes
@@ -47,6 +48,32 @@ def copy_label(gbps: float, commit: str | None = None) -> str:
     return f"HBM, {COPY_BYTES / 2**30:g} GiB copy{at}: {gbps:,.0f} GB/s"
 
 
+ROOF_TOLERANCE = 0.01  # runs whose copy rates lie within 1% share one roof and one label
+
+
+def roof_groups(roofs: Sequence[tuple[float, str]]) -> list[tuple[float, str]]:
+    """The runs' (rate, commit), sorted, as (roof, label): runs within ROOF_TOLERANCE of the
+    group's slowest share one roof at their median, labelled with their range and count; a run
+    alone keeps copy_label (with its commit where the figure has other roofs)."""
+    groups: list[list[tuple[float, str]]] = []
+    for roof in sorted(roofs):
+        if groups and roof[0] <= groups[-1][0][0] * (1 + ROOF_TOLERANCE):
+            groups[-1].append(roof)
+        else:
+            groups.append([roof])
+    drawn = []
+    for group in groups:
+        rates = [gbps for gbps, _ in group]
+        if len(group) == 1:
+            drawn.append((rates[0], copy_label(rates[0], group[0][1] if len(groups) > 1 else None)))
+            continue
+        low, high = f"{min(rates):,.0f}", f"{max(rates):,.0f}"
+        span = low if low == high else f"{low}-{high}"
+        drawn.append((statistics.median(rates),
+                      f"HBM, {COPY_BYTES / 2**30:g} GiB copy: {span} GB/s ({len(group)} runs)"))
+    return drawn
+
+
 def _decode_series(r: GpuResults, dtype: str, B: int) -> dict[str, list[DecodeRow]]:
     """backend -> its full-length rows at batch B with a rate, by L; baselines, then versions."""
     found: dict[str, list[DecodeRow]] = {}
@@ -77,14 +104,13 @@ def _decode_panel(ax: Axes, r: GpuResults, dtype: str, B: int, last: str | None)
         ax.plot([x.S for x in rows], [x.gbps for x in rows], **_decode_line(name, dtype, last))
     _fixed_x(ax, sorted({x.S for rows in series.values() for x in rows}))
     rows = [x for rows in series.values() for x in rows]
-    roofs = _roofs(rows)
-    ax.set_ylim(0, max([x.gbps for x in rows] + [gbps for gbps, _ in roofs]) * 1.16)
+    roofs = roof_groups(_roofs(rows))
+    ax.set_ylim(0, max([x.gbps for x in rows] + [gbps for gbps, _ in roofs]) * (1.16 + 0.08 * (len(roofs) - 1)))
     _freeze(ax)
-    for i, (gbps, commit) in enumerate(roofs):  # several runs: each label a line higher, none over another
+    for i, (gbps, label) in enumerate(roofs):  # several roofs: each label a line higher, none over another
         ax.axhline(gbps, color=REFERENCE, linewidth=1.3, zorder=1)
-        ax.annotate(copy_label(gbps, commit if len(roofs) > 1 else None), xy=(0.02, gbps),
-                    xycoords=("axes fraction", "data"), xytext=(0, 3 + i * (TICK_PT + 3)), textcoords="offset points",
-                    fontsize=TICK_PT, va="bottom", ha="left")
+        ax.annotate(label, xy=(0.02, gbps), xycoords=("axes fraction", "data"), xytext=(0, 3 + i * (TICK_PT + 3)),
+                    textcoords="offset points", fontsize=TICK_PT, va="bottom", ha="left")
     if len(roofs) == 1:
         rate = roofs[0][0]
         right = ax.secondary_yaxis("right", functions=(lambda g: g / rate, lambda f: f * rate))

@@ -626,6 +626,18 @@ def drawn_per_dtype(plotted_per_dtype) -> dict[str, object]:
     return {name: fig for name, fig in plotted_per_dtype[2].items() if not name.startswith("prefill_grid_")}
 
 
+def test_runs_of_nearly_the_same_copy_rate_share_one_roof_and_one_label():
+    """Three runs at 3,020-3,021 GB/s: one roof, one label with the range and the count, not
+    three labels stacked into the panel's title; a run 5% apart keeps a roof of its own,
+    named by its commit."""
+    groups = decode_plots.roof_groups([(3021.2, "a"), (3020.4, "b"), (3021.0, "c")])
+    assert groups == [(3021.0, "HBM, 2 GiB copy: 3,020-3,021 GB/s (3 runs)")]
+    apart = decode_plots.roof_groups([(3021.0, "a"), (3020.6, "b"), (3180.0, "c")])
+    assert [label for _, label in apart] == ["HBM, 2 GiB copy: 3,021 GB/s (2 runs)",
+                                             decode_plots.copy_label(3180.0, "c")]
+    assert decode_plots.roof_groups([(3021.0, "a")]) == [(3021.0, decode_plots.copy_label(3021.0))]
+
+
 def test_decode_and_kv_figures_lie_inside_the_canvas_and_show_the_roof(drawn_per_dtype, gpus):
     assert drawn_per_dtype
     for name, fig in drawn_per_dtype.items():
