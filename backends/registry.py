@@ -725,6 +725,11 @@ BACKENDS: tuple[Backend, ...] = (
              "the exponentials first on the masked tiles too",
              dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
              arch_specific=_HOPPER),
+    _version(24, "two_short_blocks_per_sm", "h23 with a short form of the narrow kernel for T <= 256 (one S "
+             "buffer, two K/V stages: 160 registers, 73 KB), two blocks per SM; the plan counts them, so batched "
+             "short prompts (B=64 T=64, B=32 T=128, B=16 T=256) run narrow blocks instead of 192-row ones",
+             dtypes=precision.HALF, build_flags=_FAST_MATH, strided_inputs=True, alignment_bytes=_FLOAT4,
+             arch_specific=_HOPPER),
     # The decode track: one query row per sequence against a KV cache, every dtype.
     _decode_version(1, "one_block_per_head", "one block per (sequence, head) streams K and V in 16-byte vectors, "
                     "an online softmax per group of lanes, the groups merged in shared memory",

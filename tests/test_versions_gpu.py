@@ -93,6 +93,23 @@ def test_small_call_plans_match_float64_reference(version_ops, name, dtype, T):
     check(out, ref, limits, f"{name} {dtype} B=1 T={T} C={C}")
 
 
+# The prefill grid's shapes (issue 43), where the last versions' plans differ from B=1-3's:
+# batched short prompts (h24's short narrow blocks, two per SM: B=16 T=256, B=32 T=129,
+# B=64 T=64; just past them, B=17 T=255 and B=64 T=257, 192-row blocks), and the heads of GPT-2
+# medium, large and xl (C, H) = (1024, 16), (1280, 20), (1600, 25). Each track's last version.
+GRID_CASES = [(16, 64, 768, 12), (64, 64, 768, 12), (32, 129, 768, 12), (16, 256, 768, 12), (17, 255, 768, 12),
+              (64, 257, 768, 12), (16, 256, 1280, 20), (16, 65, 1600, 25), (3, 1024, 1600, 25)]
+LAST_DTYPES = [(v.name, d) for v in registry.last_versions() for d in v.dtypes]
+
+
+@pytest.mark.parametrize("B,T,C,H", GRID_CASES)
+@pytest.mark.parametrize("name,dtype", LAST_DTYPES, ids=[f"{n}-{d}" for n, d in LAST_DTYPES])
+def test_grid_shapes_match_float64_reference(version_ops, name, dtype, B, T, C, H):
+    q, k, v, ref, limits = case(B, T, C, H, dtype=dtype)
+    out = call_on_poisoned_memory(version_ops[name], q, k, v, H)
+    check(out, ref, limits, f"{name} {dtype} B={B} T={T} C={C}")
+
+
 @pytest.mark.parametrize("B", BATCHES)
 @pytest.mark.parametrize("T", SEQ_LENS)
 @pytest.mark.parametrize("name,dtype", VERSION_DTYPES, ids=IDS)
