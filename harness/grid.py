@@ -79,14 +79,15 @@ class GridSummary:
         return tuple(self.cell(s) for s in GRID_WIDE_SHAPES)
 
 
-def grid_version(r: GpuResults, track: Track, dtype: str) -> str | None:
-    """The last of the track's versions with a row at one of the grid's own shapes in `dtype`."""
-    own = [x for x in r.kernels if x.shape in GRID_OWN_SHAPES]
+def grid_version(r: GpuResults, track: Track, dtype: str, commit: str | None = None) -> str | None:
+    """The last of the track's versions with a row at one of the grid's own shapes in `dtype`
+    (measured at `commit`, if given: the grid of one sweep, after later versions were added)."""
+    own = [x for x in r.kernels if x.shape in GRID_OWN_SHAPES and commit in (None, x.provenance.commit)]
     return r.last_measured(track.versions, dtype, own)
 
 
-def grid_summary(r: GpuResults, track: Track, dtype: str) -> GridSummary:
-    version = grid_version(r, track, dtype)
+def grid_summary(r: GpuResults, track: Track, dtype: str, commit: str | None = None) -> GridSummary:
+    version = grid_version(r, track, dtype, commit)
     cells = []
     for shape in GRID_SHAPES:
         row = r.kernel(version, shape, dtype) if version else None

@@ -770,3 +770,19 @@ def test_a_decode_block_goes_at_the_end_of_the_notes_and_replaces_itself(gpus):
     once = replace_block(notes, "measured", decode_version_section(gpus, version))
     assert once.startswith(notes.rstrip()) and once.rstrip().endswith("<!-- END GENERATED: measured -->")
     assert replace_block(once, "measured", decode_version_section(gpus, version)) == once
+
+
+def test_an_earlier_step_is_named_faster_only_beyond_the_spread_of_the_replays():
+    """The headline's 'Where an earlier step is faster than the last' sentence: h23 and h24 run
+    the same narrow kernel at B=1 T=512, and rows of different runs differ by a few percent, so
+    a median 2% lower inside the other row's spread names no faster step; one whose slowest
+    replay is under the last's fastest does."""
+    from harness.report import beyond_spread
+    r = load("fixture-gpu-a-synthetic-numbers", RESULTS)
+    last = next(row for row in r.measured_kernels if row.us_device_min and row.us_device_max)
+    lo, hi = last.us_device_min, last.us_device_max
+    inside = dataclasses.replace(last, us_device_median=0.98 * last.us_device_median, us_device_max=hi)
+    below = dataclasses.replace(last, us_device_median=0.5 * lo, us_device_min=0.4 * lo, us_device_max=0.9 * lo)
+    assert not beyond_spread(inside, last), (inside, last)
+    assert beyond_spread(below, last), (below, last)
+    assert beyond_spread(dataclasses.replace(inside, us_device_max=None), last)  # no spread: the medians decide

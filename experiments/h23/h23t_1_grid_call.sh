@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Trial h23t_1 on a GPU: the variant checked against float64, then timed beside h23 and
 # PyTorch's 16-bit kernels at every shape of the prefill grid in one run (`harness try`), in
-# bfloat16; the log comes back as $OUT/h23t_1_grid.log. Not run yet (written when the session's
-# device time had run out): the first call of the next one.
+# bfloat16; the log comes back as $OUT/h23t_1_grid.log. Run on the H100 on 2026-11-27
+# (log results/nvidia-h100-80gb-hbm3/experiments/2026-11-27_21_h23t_1_grid.log).
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/h23t_1_grid.log

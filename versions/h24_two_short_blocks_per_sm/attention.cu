@@ -282,7 +282,8 @@ SplitPlan plan_splits(const HalfArgs& a, const DeviceLimits& limits) {
   const int64_t slots = static_cast<int64_t>(limits.sm_count) * kBlocksPerSm;
   const RowBlocks narrow = {T, 1};
   const bool short_rows = T <= kShortStages * kTiles.B_c;
-  const int64_t narrow_slots = static_cast<int64_t>(limits.sm_count) * (short_rows ? kShortBlocksPerSm : 1);
+  const int64_t narrow_slots =
+      static_cast<int64_t>(limits.sm_count) * (short_rows ? kShortBlocksPerSm : 1);
   if (heads * narrow.count() <= kNarrowWaves * narrow_slots)
     return {narrow.W, narrow.count(), narrow.tiles(narrow.count() - 1), 1, short_rows};
   const RowBlocks rb = {T, kWarpgroups};
@@ -1281,8 +1282,9 @@ constexpr size_t narrow_smem_bytes(int stages) {
 }
 // The plan counts kShortBlocksPerSm short blocks on each SM: their shared memory must fit in
 // one SM's (228 KB on sm_90, of which 1 KB per block is the system's).
-static_assert(kShortBlocksPerSm * (narrow_smem_bytes(kShortStages) + 1024) <= 228 * 1024,
-              "two short narrow blocks must fit in one SM's shared memory, or the plan's waves are wrong");
+static_assert(
+    kShortBlocksPerSm * (narrow_smem_bytes(kShortStages) + 1024) <= 228 * 1024,
+    "two short narrow blocks must fit in one SM's shared memory, or the plan's waves are wrong");
 
 // __launch_bounds__(160, MinBlocks): up to 255 registers per thread at 1 (no setmaxnreg), 168 at
 // 2. Stages: K/V stages; Short: one S buffer (S_t issued after P_{t-1} is packed), the form for
@@ -1470,27 +1472,27 @@ __global__ void __launch_bounds__(kNarrowThreads, MinBlocks)
         step(No{}, Yes{}, t, s_a, s_a);
     }
   } else {
-  wait_landed(0);
-  wgmma_fence();
-  issue_s(0, s_a);
-  wgmma_wait_all();
-  pin(s_a);
-  if (n == 1) {
-    step(/*ahead=*/No{}, /*has_pv=*/No{}, 0, s_a, s_b);
-  } else {
-    step(Yes{}, No{}, 0, s_a, s_b);
-    int t = 1;  // S_t is in s_b
-    for (; t + 2 < n; t += 2) {  // two steps per iteration, the buffers swapped between them
-      step(Yes{}, Yes{}, t, s_b, s_a);
-      step(Yes{}, Yes{}, t + 1, s_a, s_b);
+    wait_landed(0);
+    wgmma_fence();
+    issue_s(0, s_a);
+    wgmma_wait_all();
+    pin(s_a);
+    if (n == 1) {
+      step(/*ahead=*/No{}, /*has_pv=*/No{}, 0, s_a, s_b);
+    } else {
+      step(Yes{}, No{}, 0, s_a, s_b);
+      int t = 1;  // S_t is in s_b
+      for (; t + 2 < n; t += 2) {  // two steps per iteration, the buffers swapped between them
+        step(Yes{}, Yes{}, t, s_b, s_a);
+        step(Yes{}, Yes{}, t + 1, s_a, s_b);
+      }
+      if (t + 1 < n) {  // two steps left
+        step(Yes{}, Yes{}, t, s_b, s_a);
+        step(No{}, Yes{}, t + 1, s_a, s_b);
+      } else {  // one
+        step(No{}, Yes{}, t, s_b, s_a);
+      }
     }
-    if (t + 1 < n) {  // two steps left
-      step(Yes{}, Yes{}, t, s_b, s_a);
-      step(No{}, Yes{}, t + 1, s_a, s_b);
-    } else {  // one
-      step(No{}, Yes{}, t, s_b, s_a);
-    }
-  }
   }  // Short
   // The last product, P V of the last tile. Its stage is never refilled: no release.
   rescale(alpha);
@@ -1695,8 +1697,9 @@ cudaError_t launch_typed(const HalfArgs& a,
   auto* out = static_cast<Element*>(a.out);
   if (plan.warpgroups == 1) {
     // Narrow row blocks: their own kernel, one block per item, nothing to merge.
-    auto* narrow = plan.short_rows ? narrow_attention_kernel<Element, kShortStages, kShortBlocksPerSm, true>
-                                   : narrow_attention_kernel<Element, kStages, 1, false>;
+    auto* narrow = plan.short_rows
+                       ? narrow_attention_kernel<Element, kShortStages, kShortBlocksPerSm, true>
+                       : narrow_attention_kernel<Element, kStages, 1, false>;
     err = cudaFuncSetAttribute(narrow, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(cfg.smem_bytes));
     if (err != cudaSuccess) return err;
