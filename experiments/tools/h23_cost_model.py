@@ -23,11 +23,21 @@ not explain, printed shape by shape.
 The last column runs trial h23t_1's plan through the same numbers: a short narrow block
 costs what a narrow one does and two on one SM do not slow each other, so it is the most the
 trial can give by this model, not a measurement.
+
+With --version h24 the model is fitted to h24's rows instead, with a start and a tile of its
+own for the short narrow blocks (s_s, c_s: two share an SM, so what one costs is not what a
+narrow block alone does), and each `harness try` log given with --trials is read as a check
+of the plans: at every shape where a trial's plan differs from h24's, both were measured in
+the same rounds, and the model, fitted to h24's rows alone, says which it expects faster.
+
+    python experiments/tools/h23_cost_model.py --gpu nvidia-h100-80gb-hbm3 --commit f6156f8cae8a \
+        --version h24 --trials results/nvidia-h100-80gb-hbm3/experiments/2026-11-27_22_h24_trials_grid.log
 """
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -35,7 +45,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from harness.prefill_floor import io_bytes
-from harness.study import Shape
+from harness.study import GRID_SHAPES, Shape
 from harness.one_run import add_run_arguments, copy_rate, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,8 +53,33 @@ from persistent_schedule import B_C, WARPGROUP_ROWS, greedy  # noqa: E402
 from row_block_plans import split_length, tiles_per_row_block, work_items  # noqa: E402
 
 NARROW_WAVES = 3  # h23's kNarrowWaves
-SHORT_STAGES = 2  # h23t_1: the short narrow kernel's stages (T <= SHORT_STAGES B_C) ...
+SHORT_STAGES = 2  # h24 (trial h23t_1): the short narrow kernel's stages (T <= SHORT_STAGES B_C) ...
 SHORT_BLOCKS_PER_SM = 2  # ... and its blocks per SM
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a version or a trial picks its plan (each one's plan_splits): the short form of the
+    narrow kernel where T <= short_max_t, or where T <= cuts_waves_up_to and h23's narrow
+    blocks would take more than one and at most NARROW_WAVES waves of one per SM; short
+    blocks in up to short_waves waves of SHORT_BLOCKS_PER_SM per SM."""
+
+    short_max_t: int = 0  # 0: no short form (h23)
+    short_waves: int = NARROW_WAVES
+    cuts_waves_up_to: int = 0
+
+
+# Each plan as its source or patch writes it (experiments/h24/*.patch); h24uv is h24x_1's name
+# in the log that measured it.
+RULES = {
+    "h23": Rule(),
+    "h24": Rule(short_max_t=SHORT_STAGES * B_C),
+    "h24u": Rule(short_max_t=2 * SHORT_STAGES * B_C),
+    "h24v": Rule(short_max_t=SHORT_STAGES * B_C, short_waves=6),
+    "h24uv": Rule(short_max_t=2 * SHORT_STAGES * B_C, short_waves=6),
+    "h24x": Rule(short_max_t=2 * SHORT_STAGES * B_C, short_waves=6),
+    "h24w": Rule(short_max_t=SHORT_STAGES * B_C, cuts_waves_up_to=2 * SHORT_STAGES * B_C),
+}
 
 
 def narrow_tiles(T: int) -> list[int]:
@@ -68,15 +103,16 @@ class Launch:
         return "192 rows, split" if self.split else "192 rows"
 
 
-def plan(shape: Shape, sms: int, short_blocks: bool = False) -> Launch:
-    """h23's plan_splits and launch_config; with short_blocks, h23t_1's. The 192-row items
-    are row_block_plans.py's (h13's row blocks, laid from T's end, and their splits); the
+def plan(shape: Shape, sms: int, rule: Rule = RULES["h23"]) -> Launch:
+    """The plan `rule` picks (h23's plan_splits and launch_config by default). The 192-row
+    items are row_block_plans.py's (h13's row blocks, laid from T's end, and their splits); the
     narrow blocks go in the same order, the longest row block of every head first."""
     heads = shape.B * shape.H
     narrow = narrow_tiles(shape.T)
-    short = short_blocks and shape.T <= SHORT_STAGES * B_C
+    blocks = heads * len(narrow)
+    short = shape.T <= rule.short_max_t or (shape.T <= rule.cuts_waves_up_to and sms < blocks <= NARROW_WAVES * sms)
     narrow_slots = sms * (SHORT_BLOCKS_PER_SM if short else 1)
-    if heads * len(narrow) <= NARROW_WAVES * narrow_slots:
+    if blocks <= (rule.short_waves if short else NARROW_WAVES) * narrow_slots:
         return Launch(tuple(n for n in reversed(narrow) for _ in range(heads)), narrow_slots, narrow=True,
                       split=False, short=short)
     tiles = tiles_per_row_block(shape.T, from_the_end=True)
@@ -91,27 +127,83 @@ def busiest(items: Sequence[int], workers: int, start: float, tile: float) -> fl
 
 
 PARAMS = ("t0", "s1", "s3", "c1", "c3", "t_merge")
+SHORT_PARAMS = ("s_s", "c_s")  # the short narrow blocks' start and tile, fitted where a version has them
+START = {"t0": 3.0, "s1": 0.3, "s3": 1.0, "c1": 0.8, "c3": 1.3, "t_merge": 5.0, "s_s": 3.0, "c_s": 1.0}
 
 
 def predict(shape: Shape, dtype: str, sms: int, copy_gbps: float, p: dict[str, float],
-            short_blocks: bool = False) -> float:
-    launch = plan(shape, sms, short_blocks)
-    start, tile = (p["s1"], p["c1"]) if launch.narrow else (p["s3"], p["c3"])
+            rule: Rule = RULES["h23"]) -> float:
+    """One call's time by the model: short blocks at (s_s, c_s) where fitted, else at a narrow
+    block's (s1, c1)."""
+    launch = plan(shape, sms, rule)
+    if launch.short and "s_s" in p:
+        start, tile = p["s_s"], p["c_s"]
+    else:
+        start, tile = (p["s1"], p["c1"]) if launch.narrow else (p["s3"], p["c3"])
     compute = busiest(launch.items, launch.workers, start, tile)
     memory = io_bytes(shape, dtype) / (copy_gbps * 1e3)
     return p["t0"] + max(compute, memory) + (p["t_merge"] if launch.split else 0.0)
 
 
-def fit(samples: list[tuple[Shape, float]], dtype: str, sms: int, copy_gbps: float) -> dict[str, float]:
-    """Least squares on log time by Nelder-Mead over the log of each parameter."""
-    start = [3.0, 0.3, 1.0, 0.8, 1.3, 5.0]
+def fit(samples: list[tuple[Shape, float]], dtype: str, sms: int, copy_gbps: float,
+        rule: Rule = RULES["h23"]) -> dict[str, float]:
+    """Least squares on log time by Nelder-Mead over the log of each parameter; the short
+    blocks' two where the rule has them."""
+    names = PARAMS + (SHORT_PARAMS if rule.short_max_t else ())
 
     def loss(x: list[float]) -> float:
-        p = dict(zip(PARAMS, (math.exp(v) for v in x)))
-        return sum((math.log(predict(s, dtype, sms, copy_gbps, p)) - math.log(t)) ** 2 for s, t in samples)
+        p = dict(zip(names, (math.exp(v) for v in x)))
+        return sum((math.log(predict(s, dtype, sms, copy_gbps, p, rule)) - math.log(t)) ** 2 for s, t in samples)
 
-    x = nelder_mead(loss, [math.log(v) for v in start])
-    return dict(zip(PARAMS, (math.exp(v) for v in x)))
+    x = nelder_mead(loss, [math.log(START[name]) for name in names])
+    return dict(zip(names, (math.exp(v) for v in x)))
+
+
+def try_table(text: str, dtype: str) -> dict[str, dict[Shape, float]]:
+    """The final table of a `harness try --shapes grid` log: each column's device times (µs)
+    by shape. Its rows are the grid's shapes in GRID_SHAPES order (their labels omit H)."""
+    head = text.rindex(f"device time, µs, {dtype}")
+    lines = text[head:].splitlines()[1:]
+    names = lines[0].split()[1:]
+    rows = [line for line in lines[1:] if re.match(r"\s*B=\d+ T=\d+\s", line)]
+    if len(rows) != len(GRID_SHAPES):
+        raise ValueError(f"{len(rows)} rows in the try table, not the grid's {len(GRID_SHAPES)}")
+    table: dict[str, dict[Shape, float]] = {name: {} for name in names}
+    for shape, line in zip(GRID_SHAPES, rows):
+        if not line.strip().startswith(f"B={shape.B} T={shape.T} "):
+            raise ValueError(f"try table row {line.strip()!r} is not {shape}")
+        for name, value in zip(names, re.findall(r"([\d.]+) \(", line)):
+            table[name][shape] = float(value)
+    return table
+
+
+# Two plans measured within this of each other are a tie: in log 2026-11-27_22 h24 and h24u run
+# the same code at B=1 T=64 and read 5.1 and 4.2 µs in the same two rounds.
+TIE_FRACTION, TIE_US = 0.05, 0.5
+
+
+def plan_checks(table: dict[str, dict[Shape, float]], base: str, dtype: str, sms: int, copy_gbps: float,
+                p: dict[str, float]) -> list[str]:
+    """Markdown rows: at each shape where a trial's plan differs from `base`'s, the two measured
+    in the same rounds and as the model predicts them; whether the model picks the faster."""
+    lines = []
+    for name, times in table.items():
+        if name == base or name not in RULES or base not in table:
+            continue
+        for shape, measured in times.items():
+            mine, theirs = plan(shape, sms, RULES[base]), plan(shape, sms, RULES[name])
+            if mine == theirs:
+                continue
+            ours = table[base][shape]
+            model_ours = predict(shape, dtype, sms, copy_gbps, p, RULES[base])
+            model_theirs = predict(shape, dtype, sms, copy_gbps, p, RULES[name])
+            if abs(measured - ours) < max(TIE_FRACTION * min(measured, ours), TIE_US):
+                verdict = "tie"
+            else:
+                verdict = "yes" if (model_theirs < model_ours) == (measured < ours) else "**no**"
+            lines.append(f"| `{name}` | {shape.B} | {shape.H} | {shape.T} | {mine.name()} / {theirs.name()} | "
+                         f"{ours:.1f} / {measured:.1f} | {model_ours:.1f} / {model_theirs:.1f} | {verdict} |")
+    return lines
 
 
 def nelder_mead(f: Callable[[list[float]], float], x0: list[float], steps: int = 3000,
@@ -152,36 +244,73 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(parser)
     parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (default) or float16")
     parser.add_argument("--sms", type=int, default=132, help="the GPU's SM count (default: 132, the H100 SXM's)")
+    parser.add_argument("--version", choices=("h23", "h24"), default="h23",
+                        help="whose rows the model is fitted to, with its plan (default: h23)")
+    parser.add_argument("--trials", type=Path, nargs="*", default=[],
+                        help="`harness try --shapes grid` logs whose variants are plans of RULES, read as a "
+                             "check of the plans against the version's (with --version h24)")
+    parser.add_argument("--copy-from", metavar="COMMIT",
+                        help="the sweep whose copy rate the memory term takes (default: --commit's), for a run "
+                             "that measured no decode benchmark, as h24's kernel rows at f6156f8cae8a")
     args = parser.parse_args(argv)
     r = load_run(parser, args)
+    version, rule = args.version, RULES[args.version]
     samples = sorted((x.shape, x.us_device_median) for x in r.measured_kernels
-                     if x.provenance.commit == args.commit and x.backend == "h23" and x.dtype == args.dtype
+                     if x.provenance.commit == args.commit and x.backend == version and x.dtype == args.dtype
                      and x.us_device_median)
     if not samples:
-        print(f"h23_cost_model: no h23 {args.dtype} rows at {args.commit}", file=sys.stderr)
+        print(f"h23_cost_model: no {version} {args.dtype} rows at {args.commit}", file=sys.stderr)
         return 1
-    copy = copy_rate(r, args.commit)
+    copy_commit = args.copy_from or args.commit
+    copy = copy_rate(r, copy_commit)
     if copy is None:
-        print(f"h23_cost_model: no copy rate at {args.commit} (the sweep ran no decode benchmark)", file=sys.stderr)
+        print(f"h23_cost_model: no copy rate at {copy_commit} (the sweep ran no decode benchmark; --copy-from "
+              "names another sweep of this GPU)", file=sys.stderr)
         return 1
-    p = fit(samples, args.dtype, args.sms, copy)
-    print(f"## h23's cost model: {r.gpu}, commit {args.commit}, {args.dtype}, {args.sms} SMs\n")
-    print(f"Generated by `python experiments/tools/h23_cost_model.py --gpu {args.gpu} --commit {args.commit}`.\n")
-    print(f"Copy rate (measured, same sweep): {copy:,.0f} GB/s. Fitted: "
+    try:
+        tables = [(path, try_table(path.read_text(), args.dtype)) for path in args.trials]
+    except (OSError, ValueError) as err:
+        parser.error(f"--trials: {err}")
+    p = fit(samples, args.dtype, args.sms, copy, rule)
+    flags = (f" --version {version}" if version != "h23" else "") + \
+        (f" --copy-from {args.copy_from}" if args.copy_from else "") + \
+        (" --trials " + " ".join(str(path) for path in args.trials) if args.trials else "")
+    print(f"## {version}'s cost model: {r.gpu}, commit {args.commit}, {args.dtype}, {args.sms} SMs\n")
+    print(f"Generated by `python experiments/tools/h23_cost_model.py --gpu {args.gpu} --commit {args.commit}"
+          f"{flags}`.\n")
+    where = "same sweep" if copy_commit == args.commit else f"the sweep at {copy_commit}, same GPU"
+    print(f"Copy rate (measured, {where}): {copy:,.0f} GB/s. Fitted: "
           + ", ".join(f"{k} {v:.2f} µs" for k, v in p.items()) + "\n")
-    print("| B | H | T | plan | measured µs | model µs | model / measured | h23t_1's plan | its model µs |")
+    trial = "h23t_1" if version == "h23" else "h24w_1"
+    print(f"| B | H | T | plan | measured µs | model µs | model / measured | {trial}'s plan | its model µs |")
     print("|---|---|---|---|---|---|---|---|---|")
     errors = []
+    other = RULES["h24"] if version == "h23" else RULES["h24w"]
     for shape, measured in samples:
-        launch, short = plan(shape, args.sms), plan(shape, args.sms, short_blocks=True)
-        model = predict(shape, args.dtype, args.sms, copy, p)
+        launch, alternative = plan(shape, args.sms, rule), plan(shape, args.sms, other)
+        model = predict(shape, args.dtype, args.sms, copy, p, rule)
         errors.append(model / measured)
-        trial = predict(shape, args.dtype, args.sms, copy, p, short_blocks=True)
+        trial_model = predict(shape, args.dtype, args.sms, copy, p, other)
         print(f"| {shape.B} | {shape.H} | {shape.T} | {launch.name()} | {measured:.1f} | {model:.1f} | "
-              f"{model / measured:.2f} | {short.name()} | {trial:.1f} |")
+              f"{model / measured:.2f} | {alternative.name()} | {trial_model:.1f} |")
     logs = [abs(math.log(e)) for e in errors]
     print(f"\n{len(errors)} shapes: model / measured {min(errors):.2f}-{max(errors):.2f}, median absolute error "
           f"{100 * (math.exp(statistics.median(logs)) - 1):.0f}%.")
+    for path, table in tables:
+        rows = plan_checks(table, version, args.dtype, args.sms, copy, p)
+        print(f"\n### The plans of `{path.name}` against {version}'s\n")
+        print(f"Measured in the same rounds (the log); the model's times from the fit above ({version}'s rows "
+              "alone). Right: the model expects the faster of the two plans.\n")
+        print(f"A tie: measured within {100 * TIE_FRACTION:.0f}% or {TIE_US} µs of each other, the rounds' "
+              "noise at these sizes.\n")
+        print(f"| trial | B | H | T | plans ({version} / trial) | measured µs | model µs | right |")
+        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows) if rows else "| – | | | | no shape where the plans differ | | | |")
+        decided = [row for row in rows if not row.endswith("| tie |")]
+        if decided:
+            right = sum(row.endswith("| yes |") for row in decided)
+            print(f"\nWhere the plans differ by more than a tie, the model picks the faster at {right} of "
+                  f"{len(decided)} shapes ({len(rows) - len(decided)} ties).")
     return 0
 
 
