@@ -96,10 +96,10 @@ def grid_summary(r: GpuResults, track: Track, dtype: str, commit: str | None = N
     return GridSummary(track, dtype, version, tuple(cells))
 
 
-def grid_summaries(r: GpuResults) -> list[GridSummary]:
+def grid_summaries(r: GpuResults, commit: str | None = None) -> list[GridSummary]:
     """Every track in each of its dtypes that this GPU has rows in (measured on the grid or
-    not), in the study's order."""
-    return [grid_summary(r, t, d) for t in tracks() for d in t.dtypes if r.has(d)]
+    not), in the study's order; of one sweep's rows where `commit` is given (grid_summary)."""
+    return [grid_summary(r, t, d, commit) for t in tracks() for d in t.dtypes if r.has(d)]
 
 
 def grid_dtypes(r: GpuResults) -> list[str]:

@@ -16,10 +16,10 @@ import statistics
 import sys
 
 from backends import precision, registry
-from harness.grid import GridCell, GridSummary, grid_summary, shape_text
+from harness.grid import GridCell, GridSummary, grid_summaries, shape_text
 from harness.one_run import add_run_arguments, copy_rate, load_run
 from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
-from harness.tables import GpuResults, tracks
+from harness.tables import GpuResults
 
 # Issue 43's targets: in 16 bits at most 1.0x the fastest SDPA backend; in float32 at most
 # 0.35x sdpa-efficient.
@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     r = load_run(parser, args)
     dtypes = precision.select(args.dtypes)
     # Each track's last version measured on the grid at that commit (a later one may exist).
-    summaries = [g for t in tracks() for d in t.dtypes if d in dtypes and r.has(d)
-                 if (g := grid_summary(r, t, d, commit=args.commit)).version
+    summaries = [g for g in grid_summaries(r, commit=args.commit) if g.dtype in dtypes and g.version
                  and any(c.row.provenance.commit == args.commit for c in g.measured)]
     copy = copy_rate(r, args.commit)
     if not summaries or copy is None:

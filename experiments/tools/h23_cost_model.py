@@ -177,6 +177,10 @@ def try_table(text: str, dtype: str) -> dict[str, dict[Shape, float]]:
     return table
 
 
+# The trial whose plan the table puts beside each version's, and that plan: h23t_1 (h24's) on
+# h23, h24w_1 on h24.
+NEXT_TRIAL = {"h23": ("h23t_1", RULES["h24"]), "h24": ("h24w_1", RULES["h24w"])}
+
 # Two plans measured within this of each other are a tie: in log 2026-11-27_22 h24 and h24u run
 # the same code at B=1 T=64 and read 5.1 and 4.2 µs in the same two rounds.
 TIE_FRACTION, TIE_US = 0.05, 0.5
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(parser)
     parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (default) or float16")
     parser.add_argument("--sms", type=int, default=132, help="the GPU's SM count (default: 132, the H100 SXM's)")
-    parser.add_argument("--version", choices=("h23", "h24"), default="h23",
+    parser.add_argument("--version", choices=tuple(NEXT_TRIAL), default="h23",
                         help="whose rows the model is fitted to, with its plan (default: h23)")
     parser.add_argument("--trials", type=Path, nargs="*", default=[],
                         help="`harness try --shapes grid` logs whose variants are plans of RULES, read as a "
@@ -281,11 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     where = "same sweep" if copy_commit == args.commit else f"the sweep at {copy_commit}, same GPU"
     print(f"Copy rate (measured, {where}): {copy:,.0f} GB/s. Fitted: "
           + ", ".join(f"{k} {v:.2f} µs" for k, v in p.items()) + "\n")
-    trial = "h23t_1" if version == "h23" else "h24w_1"
+    trial, other = NEXT_TRIAL[version]
     print(f"| B | H | T | plan | measured µs | model µs | model / measured | {trial}'s plan | its model µs |")
     print("|---|---|---|---|---|---|---|---|---|")
     errors = []
-    other = RULES["h24"] if version == "h23" else RULES["h24w"]
     for shape, measured in samples:
         launch, alternative = plan(shape, args.sms, rule), plan(shape, args.sms, other)
         model = predict(shape, args.dtype, args.sms, copy, p, rule)
