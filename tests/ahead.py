@@ -33,6 +33,11 @@ Job = Callable[["Ahead"], Any]
 
 class Ahead:
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        # The session's base folder is made now, in the main thread, before a job can ask for a
+        # folder. Made lazily by the first mktemp, a job's thread and a test's fixture each made
+        # one at once (pytest-N and N+1), and pytest refused the fixture's folder as "not a
+        # normalized and relative path" (CI, stop 48).
+        tmp_path_factory.getbasetemp()
         self._tmp_path_factory = tmp_path_factory
         self._pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ahead", initializer=_lowest_priority)
         self._futures: dict[Job, futures.Future] = {}
