@@ -78,6 +78,14 @@ def test_a_try_table_is_read_in_grid_order_and_a_short_one_is_refused(model):
         model.try_table("\n".join(text.splitlines()[:-1]), "bfloat16")
 
 
+def test_an_adopted_trial_is_read_as_its_version(model):
+    """Log 2026-11-27_21 measured h24's code as the trial h23t: its column is h24's, so that the
+    plans of h23 and h24 it measured in the same rounds are checked as such."""
+    n = len(model.GRID_SHAPES)
+    table = model.try_table(try_log(model, {"h23": [1.0] * n, "h23t": [2.0] * n}), "bfloat16")
+    assert set(table) == {"h23", "h24"} and table["h24"][model.GRID_SHAPES[0]] == 2.0
+
+
 def test_plan_checks_compare_only_where_the_plans_differ_and_call_small_gaps_ties(model):
     """h24w's plan differs from h24's at B=2 and B=4, T=512 alone; a gap under 5% is a tie."""
     n = len(model.GRID_SHAPES)

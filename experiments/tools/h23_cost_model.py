@@ -159,12 +159,18 @@ def fit(samples: list[tuple[Shape, float]], dtype: str, sms: int, copy_gbps: flo
     return dict(zip(names, (math.exp(v) for v in x)))
 
 
+# A trial measured before it became a version, by its name in the log: h23t (h23 +
+# h23t_1_short_narrow_kernel.patch, log 2026-11-27_21) is h24's code and plan.
+ADOPTED = {"h23t": "h24"}
+
+
 def try_table(text: str, dtype: str) -> dict[str, dict[Shape, float]]:
     """The final table of a `harness try --shapes grid` log: each column's device times (µs)
-    by shape. Its rows are the grid's shapes in GRID_SHAPES order (their labels omit H)."""
+    by shape, an adopted trial's under its version's name (ADOPTED). Its rows are the grid's
+    shapes in GRID_SHAPES order (their labels omit H)."""
     head = text.rindex(f"device time, µs, {dtype}")
     lines = text[head:].splitlines()[1:]
-    names = lines[0].split()[1:]
+    names = [ADOPTED.get(name, name) for name in lines[0].split()[1:]]
     rows = [line for line in lines[1:] if re.match(r"\s*B=\d+ T=\d+\s", line)]
     if len(rows) != len(GRID_SHAPES):
         raise ValueError(f"{len(rows)} rows in the try table, not the grid's {len(GRID_SHAPES)}")
