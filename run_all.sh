@@ -35,8 +35,8 @@ USAGE
 original_args=("$@")  # for the line that says how to resume
 quick=() backends="" dtypes=all plots_only=0 fresh=() results=() plots=() model=()
 # An option's value: the next argument, or what follows '=' (--dtypes=float32); an empty one
-# is refused (an empty --backends is not 'all', an empty folder not the current one).
-need_value() { [[ $# -ge 2 && -n "$2" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
+# (or blanks) is refused (an empty --backends is not 'all', an empty folder not the current one).
+need_value() { [[ $# -ge 2 && -n "${2//[[:space:]]/}" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
 value_after_equals() { need_value "${1%%=*}" "${1#*=}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -138,22 +138,36 @@ fi
 export PATH="$bin_dir:$PATH"
 export PYTHONUNBUFFERED=1
 
-# Unknown backend or dtype names, and a GPU's own folder as --results-dir, are refused before
-# anything runs (--plots-only uses no names, but a name it would ignore is still a mistake).
-# Exit status 2, or 130 on Ctrl-C. Asked of Python (which imports torch, seconds) only where
-# there is something to check: names given, or a results folder that holds CSVs itself.
+# Unknown backend or dtype names, a GPU's own folder as --results-dir, a file where a folder
+# must be (for --plots-only, a results folder that cannot be read) and a model folder that is
+# not GPT-2's are refused before anything runs (--plots-only uses no names and no model, but
+# one it would ignore is still a mistake). Exit status 2, or 130 on Ctrl-C. Asked of Python
+# (which imports torch, seconds) only where there is something to check: names given, a results
+# folder that holds CSVs itself, a file where a folder is or will be made, a results folder
+# --plots-only cannot read, a model folder.
+file_in_the_way() {  # the nearest of $1 and its parents that exists is not a folder
+  local path=$1
+  while [[ ! -e $path && $path != "/" && $path != "." ]]; do path=$(dirname -- "$path"); done
+  [[ -e $path && ! -d $path ]]
+}
 check_arguments=0
-[[ -n "$backends" || "$dtypes" != all ]] && check_arguments=1
-[[ ${#results[@]} -gt 0 ]] && compgen -G "${results[1]}/*.csv" >/dev/null && check_arguments=1
+[[ -n "$backends" || "$dtypes" != all || ${#model[@]} -gt 0 ]] && check_arguments=1
+if [[ ${#results[@]} -gt 0 ]]; then
+  compgen -G "${results[1]}/*.csv" >/dev/null || file_in_the_way "${results[1]}" && check_arguments=1
+  [[ $plots_only -eq 1 && ! ( -d ${results[1]} && -r ${results[1]} && -x ${results[1]} ) ]] && check_arguments=1
+fi
+[[ ${#plots[@]} -gt 0 ]] && file_in_the_way "${plots[1]}" && check_arguments=1
 if [[ $check_arguments -eq 1 ]]; then
-  "$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" <<'PY'
+  "$PYTHON" - "$backends" "$dtypes" "${results[1]:-}" "${plots[1]:-}" "${model[1]:-}" "$plots_only" <<'PY'
 import sys
 from pathlib import Path
 try:
     from backends import precision, registry
-    from harness.cli import CommandError, not_a_gpu_folder
+    from gpt2.config import ModelDirError
+    from gpt2.weights import resolve
+    from harness.cli import CommandError, folder_to_read, no_file_in_the_way, not_a_gpu_folder
 
-    backends, dtypes, results = sys.argv[1:4]
+    backends, dtypes, results, plots, model, plots_only = sys.argv[1:7]
     problems = []
     try:
         if backends:
@@ -165,10 +179,21 @@ try:
     except precision.UnknownDtypeError as err:
         problems.append(f"--dtypes: {err}")
     try:
-        if results:
+        if results:  # --plots-only reads it; a sweep makes it when it writes the first row
             not_a_gpu_folder(Path(results))
+            (folder_to_read if plots_only == "1" else no_file_in_the_way)(Path(results), "--results-dir")
     except CommandError as err:
         problems.append(str(err))
+    try:
+        if plots:  # whether it can be written in, the plots stage says
+            no_file_in_the_way(Path(plots), "--plots-dir")
+    except CommandError as err:
+        problems.append(str(err))
+    try:
+        if model:
+            resolve(model).check()  # config.json and model.safetensors' header, not the weights
+    except ModelDirError as err:
+        problems.append(f"--model-dir: {err}")
     for problem in problems:
         print(f"run_all.sh: {problem}", file=sys.stderr)
     sys.exit(2 if problems else 0)

@@ -38,7 +38,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def select(spec: str | None) -> list[str]:
     """Dtypes named in a comma-separated list ('float32,bfloat16'), or all of them for None/'all',
-    in the study's order; a list that names none ('') is refused, not taken for all."""
+    in the study's order; a list that names none ('') is refused, not taken for all, and so is
+    one that names a dtype twice."""
     if spec is None or spec.strip() == "all":
         return list(EVERY)
     names = [part.strip() for part in spec.split(",") if part.strip()]
@@ -47,6 +48,9 @@ def select(spec: str | None) -> list[str]:
                                 "'all'")
     for name in names:
         torch_dtype(name)
+    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    if repeated:
+        raise UnknownDtypeError(f"{spec!r} names {', '.join(repeated)} more than once: name each dtype once")
     return [name for name in EVERY if name in names]
 
 

@@ -839,14 +839,19 @@ def quick_refusal(backend: Backend) -> str | None:
 def select(spec: str | None) -> list[Backend]:
     """Backends named in a comma-separated list ("naive,v05"), all of them for None/"all", or
     for "quick" all but those a quick sweep leaves out (quick_refusal); a list that names none
-    ('') is refused (UnknownBackendError), not taken for all."""
+    ('') is refused (UnknownBackendError), not taken for all, and so is one that names a backend
+    twice."""
     if spec is None or spec.strip() == "all":
         return list(BACKENDS)
     if spec.strip() == "quick":
         return [b for b in BACKENDS if quick_refusal(b) is None]
-    named = [get(part.strip()) for part in spec.split(",") if part.strip()]
-    if not named:  # '' or ',': never 'every backend'
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    if not names:  # '' or ',': never 'every backend'
         raise UnknownBackendError(f"{spec!r} names no backend: give comma-separated names, 'all' or 'quick'")
+    named = [get(name) for name in names]
+    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    if repeated:  # each would be built, checked and timed twice, its rows written twice
+        raise UnknownBackendError(f"{spec!r} names {', '.join(repeated)} more than once: name each backend once")
     return named
 
 

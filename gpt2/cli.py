@@ -24,6 +24,7 @@ from gpt2.weights import WeightsSource, build_model, resolve
 
 
 MAX_REPEATS = 100  # --repeats: a mistyped 10**9 would run for years
+MAX_BATCH = 1024  # --batch: sequences at once (the KV-cache sweep generates up to 64); a mistyped 10**9 never ends
 
 
 class UsageError(Exception):
@@ -126,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="; ".join(f"{m.name}: {m.description}" for m in MODES)
                              + f" (default: {RECOMPUTE.name}); kv-cache needs a backend with a decode op")
     parser.add_argument("--batch", type=int, default=1, metavar="B",
-                        help="sequences generated at once (default: 1)")
+                        help=f"sequences generated at once (default: 1, at most {MAX_BATCH})")
     parser.add_argument("--prompt-tokens", type=int, default=STUDY_PROMPT_TOKENS, metavar="P",
                         help=f"prompt length per sequence (default: {STUDY_PROMPT_TOKENS}, the study's prompt)")
     parser.add_argument("--tokens", type=int, default=64, metavar="N",
@@ -170,6 +171,10 @@ def make_request(args: argparse.Namespace) -> Request:
         raise UsageError(problem)
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
+    problem = arguments.out_of_range("--batch", args.batch, 1, MAX_BATCH,
+                                     "every sequence's prompt, activations and cache are held at once")
+    if problem:
+        raise UsageError(problem)
     if args.prompt_tokens < 1:
         raise UsageError(f"--prompt-tokens must be at least 1, got {args.prompt_tokens}")
     try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +76,8 @@ def _positive_int(raw: dict, key: str, path: Path, default: int | None = None) -
 
 def _positive_float(raw: dict, key: str, path: Path, default: float) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ModelDirError(f"{path}: {key} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ModelDirError(f"{path}: {key} must be a positive finite number, got {value!r}")
     return float(value)
 
 

@@ -94,6 +94,9 @@ def resolve(model_dir: str | Path | None, weights: str = "auto", size: str = "sm
     """
     if model_dir is not None:
         path = Path(model_dir)
+        if path.is_file():
+            raise ModelDirError(f"model directory {path} is a file: name the folder that holds config.json and "
+                                "model.safetensors")
         if not path.is_dir():
             raise ModelDirError(f"model directory {path} does not exist")
         for required in ("config.json", "model.safetensors"):

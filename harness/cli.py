@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shlex
 import sys
@@ -51,6 +52,8 @@ MAX_ROUNDS = 50  # --rounds (the sweep's: KERNEL_ROUNDS)
 MAX_JOBS = 256  # --jobs: compiler processes at once
 MAX_CALLS = 10_000  # call --repeat
 MAX_CALL_TOKENS = 2**21  # call --B x --T: q, k, v and out of 12 heads of 64 in float32 are 24 GiB
+MAX_STAGE_SECONDS = 30 * 24 * 3600  # record-stages: a month, longer than any sweep
+MAX_EXIT_STATUS = 255  # what a process's exit status can be
 # What an interrupted command leaves, and what running it again does (None: nothing to say).
 ROWS_KEPT = "every finished row is kept; to resume where this one stopped, run the same command again"
 BUILDS_KEPT = "every finished build is kept; to build the rest, run the same command again"
@@ -152,6 +155,9 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
             arch_capability(arch)
         except ValueError as err:
             raise CommandError(f"--arch: {err}") from None
+    repeated = sorted({arch for arch in args.arch or () if args.arch.count(arch) > 1})
+    if repeated:  # each would be compiled twice
+        raise CommandError(f"--arch {', '.join(repeated)} is given more than once: name each architecture once")
     return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
 
 
@@ -200,6 +206,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     selected = registry.select(args.backends)
     dtypes = _dtypes(args)
+    _results_to_write(args)
     device = _cuda()
     gate = run_gate(selected, dtypes, results_dir=args.results_dir, resume=not args.fresh, device=device)
     decode_left_out = run_decode_gate(selected, dtypes, results_dir=args.results_dir, resume=not args.fresh,
@@ -212,9 +219,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def _check_rounds(args: argparse.Namespace) -> None:
+def _check_rounds(args: argparse.Namespace, sweep: int = KERNEL_ROUNDS) -> None:
+    """--rounds within 1..MAX_ROUNDS; `sweep`: what the sweep takes."""
     _in_range("--rounds", args.rounds, 1, MAX_ROUNDS, f"every round times every backend at every shape again (the "
-              f"sweep takes {KERNEL_ROUNDS})")
+              f"sweep takes {sweep})")
 
 
 def _kernel_plan(args: argparse.Namespace) -> KernelPlan:
@@ -242,6 +250,7 @@ def cmd_bench_kernels(args: argparse.Namespace) -> int:
     plan = _kernel_plan(args)
     planned = _planned(selected, plan)
     dtypes = _dtypes(args)
+    _results_to_write(args)
     device = _cuda()
     backends, excluded = _gated(args, dtypes, planned)
     path = bench_kernels.run(backends, dtypes, plan, results_dir=args.results_dir, resume=not args.fresh,
@@ -255,9 +264,9 @@ def cmd_bench_decode(args: argparse.Namespace) -> int:
     from harness.decode_gate import run_decode_gate
 
     selected = registry.select(args.backends)
-    if args.rounds < 1:
-        raise CommandError(f"--rounds must be at least 1 (got {args.rounds})")
+    _check_rounds(args, DECODE_ROUNDS)
     dtypes = _dtypes(args)
+    _results_to_write(args)
     device = _cuda()
     excluded = {} if args.skip_gate else run_decode_gate(selected, dtypes, results_dir=args.results_dir, device=device)
     path = bench_decode.run(selected, dtypes, QUICK_DECODE_SHAPES if args.quick else DECODE_SHAPES,
@@ -275,6 +284,8 @@ def _e2e_selection(spec: str) -> tuple[list[Backend], bool]:
     if hf_generate.NAME not in names:
         return registry.select(spec), spec.strip() in ("", "all", "quick")
     others = [name for name in names if name != hf_generate.NAME]
+    if len(names) - len(others) > 1:
+        raise registry.UnknownBackendError(f"{spec!r} names {hf_generate.NAME} more than once: name each backend once")
     return (registry.select(",".join(others)) if others else []), True
 
 
@@ -288,13 +299,14 @@ def cmd_bench_e2e(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CommandError(f"--modes: {err}") from None
     dtypes = _dtypes(args)
-    device = _cuda()
+    _results_to_write(args)
     try:
         weights = weights_from_args(args)
-        weights.check()  # before the gate, not after it
+        weights.check()  # before the GPU and the gate, not after them
         source = bench_e2e.gpt2_model(weights)
     except ModelDirError as err:
         raise CommandError(str(err)) from None
+    device = _cuda()
     backends, excluded = _gated(args, dtypes, selected)
     path = bench_e2e.run(backends, dtypes, bench_e2e.study_plans(modes, quick=args.quick), source=source,
                          results_dir=args.results_dir, resume=not args.fresh, excluded=excluded, device=device,
@@ -309,12 +321,12 @@ def cmd_precompile(args: argparse.Namespace) -> int:
 
     selected = registry.select(args.backends)
     dtypes = _dtypes(args)
-    device = _cuda()
+    plan = _kernel_plan(args)
     try:
         config = weights_from_args(args).config()
     except ModelDirError as err:
         raise CommandError(str(err)) from None
-    plan = _kernel_plan(args)
+    device = _cuda()
     # --grid-only: the kernel benchmark's grid alone (and the gate it runs first), no generation
     token_counts = () if args.grid_only else QUICK_TOKEN_COUNTS if args.quick else TOKEN_COUNTS
     stored = precompile.Stored() if args.fresh else precompile.Stored.read(args.results_dir, device)
@@ -419,6 +431,8 @@ def cmd_call(args: argparse.Namespace) -> int:
         precision.torch_dtype(dtype)
     except precision.UnknownDtypeError as err:
         raise CommandError(f"--dtype: {err}") from None
+    if backend.dtype_refusal(dtype):
+        raise CommandError(f"--dtype {dtype}: {backend.name} ({backend.dtype_refusal(dtype)})")
     device = _cuda("nothing to profile without one")
     shape = Shape(args.B, GPT2_HEADS, args.T)
     try:
@@ -434,16 +448,23 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def _stage(text: str) -> tuple[str, float, int]:
-    """'NAME:SECONDS:EXIT_STATUS' (the name may hold spaces) -> its parts."""
+    """'NAME:SECONDS:EXIT_STATUS' (the name may hold spaces) -> its parts: a stage's wall time
+    (a finite number of seconds, at least zero) and a process's exit status (0 to 255)."""
     name, sep, rest = text.rpartition(":")
     name, sep2, seconds = name.rpartition(":")
     try:
-        if not (sep and sep2 and name):
+        if not (sep and sep2 and name.strip()):
             raise ValueError
-        return name, float(seconds), int(rest)
+        stage = name, float(seconds), int(rest)
     except ValueError:
         raise CommandError(f"cannot read the stage {text!r}: write NAME:SECONDS:EXIT_STATUS, "
                            "e.g. 'kernel benchmark:62:0'") from None
+    if not (math.isfinite(stage[1]) and 0 <= stage[1] <= MAX_STAGE_SECONDS):
+        raise CommandError(f"the stage {text!r}: its seconds must be a number from 0 to {MAX_STAGE_SECONDS:,} "
+                           f"(got {seconds})")
+    if not 0 <= stage[2] <= MAX_EXIT_STATUS:
+        raise CommandError(f"the stage {text!r}: its exit status must be from 0 to {MAX_EXIT_STATUS} (got {rest})")
+    return stage
 
 
 def cmd_record_stages(args: argparse.Namespace) -> int:
@@ -451,6 +472,7 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
     from harness.results import STAGES, StageRow
 
     stages = [_stage(text) for text in args.stages]
+    _results_to_write(args)
     device = _cuda("the stage times are stored with the GPU's provenance")
     provenance = collect(device)
     path = STAGES.path(args.results_dir, provenance.slug)
@@ -489,19 +511,51 @@ def folder_to_write(folder: Path, argument: str, value: Path | None = None, hint
     """`folder`, where the value of `argument` (`value`, default `folder`) has us write: created
     if missing; CommandError unless that works and a file can be written there."""
     named = f"{argument} {_shown(value or folder)}"
-    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        raise CommandError(f"{named}: {_shown(blocking)} is a file, not a folder{hint}")
+    _nearest_folder(folder, named, hint)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CommandError(f"{named}: cannot create the folder {_shown(folder)} ({err.strerror}){hint}") from None
+    _can_write_in(folder, named, hint)
+    return folder
+
+
+def folder_to_write_later(folder: Path, argument: str) -> None:
+    """`folder`, the value of `argument`, checked before a command that writes there later (rows
+    measured on a GPU) begins, without making it: CommandError unless it, or the nearest of its
+    parents that exists, is a folder a file can be written in."""
+    nearest = no_file_in_the_way(folder, argument)
+    if nearest is not None:
+        _can_write_in(nearest, f"{argument} {_shown(folder)}")
+
+
+def no_file_in_the_way(folder: Path, argument: str) -> Path | None:
+    """The nearest of `folder` (the value of `argument`) and its parents that exists, where the
+    folder is or will be made (None: none exists); CommandError if that is a file."""
+    return _nearest_folder(folder, f"{argument} {_shown(folder)}")
+
+
+def _nearest_folder(folder: Path, named: str, hint: str = "") -> Path | None:
+    """The nearest of `folder` and its parents that exists (None: none does); CommandError if it
+    is a file."""
+    nearest = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise CommandError(f"{named}: {_shown(nearest)} is a file, not a folder{hint}")
+    return nearest
+
+
+def _can_write_in(folder: Path, named: str, hint: str = "") -> None:
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
         raise CommandError(f"{named}: cannot write in {_shown(folder)} ({err.strerror}){hint}") from None
-    return folder
+
+
+def _results_to_write(args: argparse.Namespace) -> None:
+    """--results-dir of a command that appends rows to <results-dir>/<gpu>/, checked before it
+    asks for the GPU (the folder is made when the first row is written)."""
+    folder_to_write_later(args.results_dir, "--results-dir")
 
 
 @contextlib.contextmanager
@@ -543,7 +597,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import update_readmes, write_report
+    from harness.results import TABLES
 
+    if args.output is not None and args.output.name in {table.file_name for table in TABLES}:
+        raise CommandError(f"--output {_shown(args.output)} is named as a results file: name the report's own file, "
+                           f"e.g. {REPORT_NAME} (a results file would be overwritten)")
+    _nearest_folder(args.plots_dir, f"--plots-dir {_shown(args.plots_dir)}", ": name the folder of the figures the "
+                    "report links to")
     gpus = _load_results(args)
     committed = args.results_dir.resolve() == COMMITTED_RESULTS.resolve()
     if args.output is None and committed:
@@ -627,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "bench-decode":
             p.add_argument("--rounds", type=int, default=DECODE_ROUNDS,
                            help="rounds per shape, the order of the backends reversed every other round; each "
-                                "row pools its rounds' replays (default: %(default)s)")
+                                f"row pools its rounds' replays (default: %(default)s, at most {MAX_ROUNDS})")
         if name == "bench-kernels":
             p.add_argument("--grid-only", action="store_true", help=GRID_ONLY_HELP)
             p.add_argument("--rounds", type=int, default=KERNEL_ROUNDS,
@@ -717,17 +777,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--T", type=int, default=4096, help="sequence length (default: 4096); 12 heads of 64")
     p.add_argument("--repeat", type=int, default=3,
                    help=f"calls (default: 3, at most {MAX_CALLS:,}; the first loads the module)")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: the backend's first dtype)")
+    p.add_argument("--dtype", type=arguments.text, default=None,
+                   help="float32, bfloat16 or float16 (default: the backend's first dtype)")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("record-stages", help="(run_all.sh) store one run's stage wall times in "
                                              "<results-dir>/<gpu>/stages.csv (GPU)")
     p.add_argument("stages", nargs="+", metavar="NAME:SECONDS:EXIT_STATUS", help="e.g. 'kernel benchmark:62:0'")
-    p.add_argument("--run", required=True, help="when the run started (UTC, ISO 8601): names the run")
+    p.add_argument("--run", type=arguments.text, required=True,
+                   help="when the run started (UTC, ISO 8601): names the run")
     p.add_argument("--mode", choices=("full", "quick"), required=True)
-    p.add_argument("--backends", required=True, help="the run's --backends selection")
-    p.add_argument("--dtypes", default="float32", help="the run's --dtypes selection (default: float32, as the "
-                                                       "sweeps before dtypes were)")
+    p.add_argument("--backends", type=arguments.text, required=True, help="the run's --backends selection")
+    p.add_argument("--dtypes", type=arguments.text, default="float32",
+                   help="the run's --dtypes selection (default: float32, as the sweeps before dtypes were)")
     results_dir(p)
     p.set_defaults(func=cmd_record_stages)
 

@@ -82,7 +82,7 @@ def ragged_table(r: GpuResults, dtype: str) -> str | None:
             cells += [us(row.us_device_median if row else None), num(row.fraction_of_hbm if row else None, "{:.2f}")]
         body.append(cells)
     header = ["version", *(f"{s.label()}: {what}" for s in shapes for what in ("µs", "of the copy"))]
-    lengths = "; ".join(f"{s.label()}: {s.B} sequences of {min(s.host_lengths()):,} to {max(s.host_lengths()):,} rows "
+    lengths = "; ".join(f"{s.label()}: {s.B} sequences of {s.length_range()[0]:,} to {s.length_range()[1]:,} rows "
                         f"in caches of {s.S:,}" for s in shapes)
     return (f"Ragged batches ({lengths}), one call each: PyTorch's kernels take such a batch one sequence per call, "
             f"so only the decode versions are timed here.\n\n" + table(header, body))

@@ -476,8 +476,8 @@ def _progression_panel(ax: Axes, track: Track, rows: dict[str, KernelRow | E2ERo
     measured = [n for n in track.versions if median(n)]
     if measured:
         ax.errorbar([position[n] for n in measured], [median(n) for n in measured],
-                    yerr=[[median(n) - getattr(rows[n], f"{field}_min") for n in measured],
-                          [getattr(rows[n], f"{field}_max") - median(n) for n in measured]],
+                    yerr=_whiskers([(median(n), getattr(rows[n], f"{field}_min"), getattr(rows[n], f"{field}_max"))
+                                    for n in measured]),
                     color=VERSIONS, marker="o", markersize=4.5, linestyle="none", capsize=2, zorder=3)
     missing = [n for n in track.versions if n in rows and not median(n) and getattr(rows[n], fallback)]
     if missing:
@@ -610,6 +610,13 @@ def kernel_time_vs_t(r: GpuResults) -> Figure | None:
     return frame.fig
 
 
+def _whiskers(points: list[tuple[float, float, float]]) -> list[list[float]]:
+    """errorbar's yerr for (value, low, high) points: the lengths below and above each value,
+    never negative (a spread that does not hold its median, in a row the harness did not
+    write, draws no whisker on that side)."""
+    return [[max(0.0, value - low) for value, low, _ in points], [max(0.0, high - value) for value, _, high in points]]
+
+
 def _lines_with_labels(ax: Axes, series: dict[str, list[tuple[float, float]]], dtype: str, log_y: bool,
                        whiskers: dict[str, list[tuple[float, float]]] | None = None) -> None:
     """One line per backend (light ones first, so the strong ones are drawn over them), a
@@ -621,9 +628,8 @@ def _lines_with_labels(ax: Axes, series: dict[str, list[tuple[float, float]]], d
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         if whiskers and name in whiskers:
             low_high = whiskers[name]
-            ax.errorbar(xs, ys, yerr=[[y - lh[0] for y, lh in zip(ys, low_high)],
-                                      [lh[1] - y for y, lh in zip(ys, low_high)]], capsize=1.5, elinewidth=0.8,
-                        **lk.line())
+            ax.errorbar(xs, ys, yerr=_whiskers([(y, *lh) for y, lh in zip(ys, low_high)]), capsize=1.5,
+                        elinewidth=0.8, **lk.line())
         else:
             ax.plot(xs, ys, **lk.line())
     _fixed_x(ax, sorted({p[0] for points in series.values() for p in points}))

@@ -4,10 +4,11 @@ Each file's schema is a frozen dataclass (its fields are the columns, the proven
 fields last); the writer and every reader use it, so values are parsed into their
 types once, here. Rows are appended and pushed to disk one by one, so an interrupted
 sweep keeps every finished row and a rerun resumes where it stopped. A damaged row (cut
-short, a value that does not parse, a number that is not finite or is negative where it
-cannot be, bytes the csv module rejects) is reported with its file and line and skipped: never
-drawn, never tabled. A file that cannot be used at all (a folder in its place, unreadable,
-another schema) is a ResultsFileError that names it.
+short, a value that does not parse, a number that is not finite, is negative or zero where it
+cannot be, or lies beyond any measurement (NUMBER_RANGE), bytes the csv module rejects) is
+reported with its file and line and skipped: never drawn, never tabled. A file that cannot be
+used at all (a folder in its place, unreadable, another schema) is a ResultsFileError that
+names it.
 """
 from __future__ import annotations
 
@@ -23,14 +24,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Generic, TypeVar
 
+from backends import precision
 from backends.environment import Provenance
-from harness.study import Shape
+from gpt2.modes import MODES
+from harness.study import FULL, RAMP, Shape
 
 if typing.TYPE_CHECKING:
     from _csv import Reader as CsvReader  # what csv.reader returns
 
 PROVENANCE_COLUMNS = tuple(f.name for f in dataclasses.fields(Provenance))
 OK = "ok"  # the status of a measured row; any other status says why it was not measured
+# The sizes a number of a results file other than zero may have: far beyond any time (µs or s),
+# count, size in bytes, error or ratio the study measures on either side. Beyond them a number
+# is damage, and a sum, product or ratio of such numbers could overflow to inf in a table.
+NUMBER_RANGE = (1e-15, 1e15)
+# A text column's only values (a row's CHOICES): the harness measures in no other dtype.
+DTYPE_CHOICES: dict[str, tuple[str, ...]] = {"dtype": precision.EVERY}
 
 
 class ResultsFileError(Exception):
@@ -54,6 +63,11 @@ class CorrectnessRow:
     abs_tol: float
     passed: bool
     provenance: Provenance
+
+    # Numbers that may be zero (an exact result, a tolerance); every other number of every row
+    # is a time, a count or a size that a measurement cannot have none of.
+    MAY_BE_ZERO: ClassVar[tuple[str, ...]] = ("rel_err", "max_abs_err", "rel_tol", "abs_tol")
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = DTYPE_CHOICES
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,10 @@ class KernelRow:
     peak_tflops: float | None  # measured in the same run
     fraction_of_peak: float | None
     provenance: Provenance
+
+    # The spread of one measurement, (min, median, max): all three empty or all there.
+    SPREADS: ClassVar[tuple[tuple[str, str, str], ...]] = (("us_device_min", "us_device_median", "us_device_max"),)
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = DTYPE_CHOICES
 
     @property
     def shape(self) -> Shape:
@@ -138,6 +156,13 @@ class E2ERow:
     # Numbers that may be below zero (a floor measured above a fast backend's time); every
     # other number of every row is a time, a count, a size, an error or a ratio, never negative.
     SIGNED: ClassVar[tuple[str, ...]] = ("attention_gpu_share",)
+    MAY_BE_ZERO: ClassVar[tuple[str, ...]] = ("token_agreement", "logits_max_abs_err", "logits_mean_abs_err",
+                                              *SIGNED)
+    SPREADS: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("seconds_gpu_min", "seconds_gpu_median", "seconds_gpu_max"),
+        ("seconds_eager_min", "seconds_eager_median", "seconds_eager_max"))
+    LESS: ClassVar[tuple[tuple[str, str], ...]] = (("prompt_tokens", "tokens"),)  # (a, b): a < b (a token generated)
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {**DTYPE_CHOICES, "mode": tuple(m.name for m in MODES)}
 
     @property
     def measured(self) -> bool:
@@ -170,6 +195,8 @@ class StageRow:
     exit_status: int
     provenance: Provenance
 
+    MAY_BE_ZERO: ClassVar[tuple[str, ...]] = ("seconds", "exit_status")  # a stage under a second; success
+
 
 @dataclass(frozen=True)
 class DecodeCorrectnessRow:
@@ -188,6 +215,9 @@ class DecodeCorrectnessRow:
     abs_tol: float
     passed: bool
     provenance: Provenance
+
+    MAY_BE_ZERO: ClassVar[tuple[str, ...]] = CorrectnessRow.MAY_BE_ZERO
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = DTYPE_CHOICES
 
 
 @dataclass(frozen=True)
@@ -220,6 +250,9 @@ class DecodeRow:
 
     provenance: Provenance
 
+    SPREADS: ClassVar[tuple[tuple[str, str, str], ...]] = KernelRow.SPREADS
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {**DTYPE_CHOICES, "lengths": (FULL, RAMP)}
+
     @property
     def measured(self) -> bool:
         return self.status == OK
@@ -244,8 +277,13 @@ class Table(Generic[R]):
         hints = typing.get_type_hints(row_type)
         self._types = {f.name: hints[f.name] for f in dataclasses.fields(row_type) if f.name != "provenance"}
         signed = frozenset(getattr(row_type, "SIGNED", ()))
+        zero = frozenset(getattr(row_type, "MAY_BE_ZERO", ()))
+        choices: dict[str, tuple[str, ...]] = getattr(row_type, "CHOICES", {})
+        self._spreads: tuple[tuple[str, str, str], ...] = getattr(row_type, "SPREADS", ())
+        self._less: tuple[tuple[str, str], ...] = getattr(row_type, "LESS", ())
         # One parser per column, made once: a results file has tens of thousands of cells.
-        self._parsers = {name: _cell_parser(kind, name, name in signed) for name, kind in self._types.items()}
+        self._parsers = {name: _cell_parser(kind, name, name in signed, name in zero, choices.get(name))
+                         for name, kind in self._types.items()}
         self._provenance_parsers = {name: _cell_parser(str, name) for name in PROVENANCE_COLUMNS}
         self.columns = tuple(self._types) + PROVENANCE_COLUMNS
 
@@ -267,14 +305,14 @@ class Table(Generic[R]):
             with _open_text(path) as f:
                 reader = csv.reader(f)
                 header = self._read_header(path, reader)
-                for fields in _records(reader, path, problems):
+                for fields, lines in _records(reader, path, problems):
                     if not fields:
                         continue
                     try:
                         _check_text(fields)
                         rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
                     except ValueError as err:
-                        problems.append(_skipped(path, reader.line_num, err))
+                        problems.append(_skipped(path, lines, err))
         except OSError as err:
             raise ResultsFileError(f"{path}: cannot read it ({err.strerror or err})") from None
         return ReadResult(rows, problems)
@@ -300,10 +338,12 @@ class Table(Generic[R]):
     def _check_columns(self, path: Path, header: list[str]) -> None:
         missing = [c for c in self.columns if c not in header]
         extra = [c for c in header if c not in self.columns]
-        if missing or extra:
+        repeated = sorted({c for c in header if header.count(c) > 1}, key=header.index)
+        if missing or extra or repeated:
             detail = "; ".join(part for part in (
                 f"missing {', '.join(missing)}" if missing else "",
-                f"unknown {', '.join(extra)}" if extra else "") if part)
+                f"unknown {', '.join(extra)}" if extra else "",
+                f"repeated {', '.join(repeated)}" if repeated else "") if part)
             raise ResultsFileError(f"{path} does not have the columns of a {self.file_name} file ({detail}): it was "
                                    "written by another version of the harness. Measure again into a fresh folder "
                                    "(e.g. --results-dir), or move the file away.")
@@ -312,6 +352,11 @@ class Table(Generic[R]):
         if count != expected:
             raise ValueError(f"{count} of {expected} fields")
         values = {name: parse(raw[name]) for name, parse in self._parsers.items()}
+        for spread in self._spreads:
+            _check_spread(spread, values)
+        for smaller, larger in self._less:
+            if not values[smaller] < values[larger]:  # type: ignore[operator]
+                raise ValueError(f"{smaller}={values[smaller]} is not below {larger}={values[larger]}")
         provenance = Provenance(**{name: parse(raw[name]) for name, parse in self._provenance_parsers.items()})
         return self.row_type(**values, provenance=provenance)
 
@@ -340,10 +385,12 @@ class Table(Generic[R]):
             os.fsync(f.fileno())
 
 
-def _records(reader: CsvReader, path: Path, problems: list[str]) -> typing.Iterator[list[str]]:
-    """The rows `reader` reads after the header. One the csv module rejects (a field longer
-    than csv.field_size_limit(), as an unclosed quote makes of the rest of a file) is listed
-    in `problems` instead of raising csv.Error, and the reader goes on at the next line."""
+def _records(reader: CsvReader, path: Path, problems: list[str]) -> typing.Iterator[tuple[list[str], str]]:
+    """The rows `reader` reads after the header, each with the lines of the file it spans ('7';
+    '2-37' where an unclosed quote joined lines, all of them lost with the row). One the csv
+    module rejects (a field longer than csv.field_size_limit(), as an unclosed quote makes of
+    the rest of a file) is listed in `problems` instead of raising csv.Error, and the reader
+    goes on at the next line."""
     while True:
         line = reader.line_num
         try:
@@ -354,13 +401,17 @@ def _records(reader: CsvReader, path: Path, problems: list[str]) -> typing.Itera
             if reader.line_num == line:  # it read nothing, so it would fail the same way again
                 problems.append(f"{path}:{line + 1}: skipped the rest of the file ({err})")
                 return
-            problems.append(_skipped(path, reader.line_num, err))
+            problems.append(_skipped(path, _lines(line + 1, reader.line_num), err))
             continue
-        yield fields
+        yield fields, _lines(line + 1, reader.line_num)
 
 
-def _skipped(path: Path, line: int, why: Exception) -> str:
-    return f"{path}:{line}: skipped a damaged row ({why})"
+def _lines(first: int, last: int) -> str:
+    return str(last) if first >= last else f"{first}-{last}"
+
+
+def _skipped(path: Path, lines: str, why: Exception) -> str:
+    return f"{path}:{lines}: skipped a damaged row ({why})"
 
 
 def _open_text(path: Path) -> typing.TextIO:
@@ -382,9 +433,12 @@ def _check_text(fields: list[str]) -> None:
         raise ValueError("a NUL byte" if char == "\0" else f"not UTF-8 text: byte 0x{ord(char) - 0xdc00:02x}")
 
 
-def _cell_parser(kind: object, name: str, signed: bool = False) -> Callable[[str], object]:
+def _cell_parser(kind: object, name: str, signed: bool = False, may_be_zero: bool = False,
+                 choices: tuple[str, ...] | None = None) -> Callable[[str], object]:
     """The parser of column `name`: a CSV cell as `kind` (str, int, float, bool, or one of them |
-    None), ValueError otherwise; a number must be finite, and at least zero unless `signed`."""
+    None), ValueError otherwise; a number must be finite, at least zero unless `signed`, other
+    than zero unless `may_be_zero`, and within NUMBER_RANGE in size; a text one of `choices`
+    where they are given."""
     optional = False
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
@@ -398,19 +452,38 @@ def _cell_parser(kind: object, name: str, signed: bool = False) -> Callable[[str
                 return None
             raise ValueError(f"{name} is empty")
         if convert is None:
+            if choices is not None and text not in choices:
+                raise ValueError(f"{name}={text!r} is not one of {', '.join(choices)}")
             return text
         try:
             value = convert(text)
         except ValueError:
             raise ValueError(f"{name}={text!r} is not a {kind_name}") from None
         if convert is not _boolean:
-            if not math.isfinite(value):
-                raise ValueError(f"{name}={text!r} is not a finite number")
-            if value < 0 and not signed:
-                raise ValueError(f"{name}={text!r} is negative")
+            _check_number(name, text, value, signed, may_be_zero)
         return value
 
     return parse
+
+
+def _check_number(name: str, text: str, value: float, signed: bool, may_be_zero: bool) -> None:
+    """ValueError unless `value` (read from `text`) is a number column `name` can hold."""
+    smallest, largest = NUMBER_RANGE
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name}={text!r} is not a finite number")
+    if value < 0 and not signed:
+        raise ValueError(f"{name}={text!r} is negative")
+    if value == 0 and not may_be_zero:
+        raise ValueError(f"{name}={text!r} is zero, which no measurement of it can be")
+    if value != 0 and not smallest <= abs(value) <= largest:
+        raise ValueError(f"{name}={text!r} is beyond any measurement (a size between {smallest:g} and {largest:g})")
+
+
+def _check_spread(names: tuple[str, str, str], values: dict[str, object]) -> None:
+    """ValueError unless the (min, median, max) columns `names` are all empty or all there."""
+    empty = [name for name in names if values[name] is None]
+    if empty and len(empty) < len(names):
+        raise ValueError(f"{', '.join(empty)} empty beside {', '.join(n for n in names if n not in empty)}")
 
 
 def _boolean(text: str) -> bool:

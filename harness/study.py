@@ -135,6 +135,13 @@ class DecodeShape:
             return [self.S] * self.B
         return [-(-self.S * (b + 1) // (4 * self.B)) for b in range(self.B)]  # ceil(S (b + 1) / 4B)
 
+    def length_range(self) -> tuple[int, int]:
+        """The fewest and the most rows a sequence attends to: host_lengths()' ends, without
+        listing every sequence (a damaged row of a results file may give any B)."""
+        if self.lengths == FULL:
+            return self.S, self.S
+        return -(-self.S // (4 * self.B)), -(-self.S * self.B // (4 * self.B))
+
     def bytes_read(self, element_size: int) -> int:
         """The K and V bytes a call must read: every attended row of both caches."""
         return 2 * sum(self.host_lengths()) * self.C * element_size
@@ -143,7 +150,7 @@ class DecodeShape:
         return f"B={self.B} L={self.S}" + ("" if self.lengths == FULL else " ragged")
 
     def describe(self) -> str:
-        lengths = "" if self.lengths == FULL else f", lengths {self.lengths} up to {max(self.host_lengths())}"
+        lengths = "" if self.lengths == FULL else f", lengths {self.lengths} up to {self.length_range()[1]}"
         return f"B={self.B}, H={self.H}, S={self.S}, d={HEAD_DIM}{lengths}"
 
 

@@ -157,7 +157,7 @@ def decode_gpu_section(r: GpuResults, version: DecodeVersion) -> str | None:
 def _note_shapes_text() -> str:
     """'B sequences of L cached rows, H=12, d=64; B=8 L=16384 ragged: 8 sequences of 512 to 4,096 rows'."""
     shapes = [s for _, s in DECODE_NOTE_SHAPES]
-    ragged = [f"{s.label()}: {s.B} sequences of {min(s.host_lengths()):,} to {max(s.host_lengths()):,} rows"
+    ragged = [f"{s.label()}: {s.B} sequences of {s.length_range()[0]:,} to {s.length_range()[1]:,} rows"
               for s in dict.fromkeys(shapes) if s.lengths != FULL]
     heads = "/".join(str(h) for h in sorted({s.H for s in shapes}))
     return "; ".join([f"B sequences of L cached rows, H={heads}, d={HEAD_DIM}", *ragged])

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,9 @@ from backends import precision, registry
 from backends.registry import PROJECT_ROOT
 from gpt2 import cli as gpt2_cli
 from harness import cli as harness_cli
-from harness.results import KERNELS, TABLES, ResultsFileError
+from harness.results import CORRECTNESS, DECODE_TIMES, E2E, KERNELS, OK, STAGES, TABLES, ResultsFileError
 from tests.ahead import Ahead, takes
+from tests.scripts import load_script
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "results"
 GPU = "fixture-gpu-a-synthetic-numbers"
@@ -245,3 +248,436 @@ def test_run_all_refuses_an_unknown_dtype_and_a_gpu_folder_before_any_stage(ahea
         f"run_all.sh: --results-dir {results / GPU} holds one GPU's results itself ({', '.join(FILES)}): pass the "
         f"folder above it, {results} (results go to <results-dir>/<gpu>/)"]
     assert "==" not in proc.stdout, "no stage may run"
+
+
+# == the further bad inputs of each kind (issue 44, item 6, after it landed) ====================
+
+def first_row(table) -> dict[str, str]:
+    """GPU A's first measured row of `table`'s file, as text: one that reads without a problem."""
+    with (FIXTURES / GPU / table.file_name).open(newline="") as f:
+        return next(r for r in csv.DictReader(f) if r.get("status", OK) == OK)
+
+
+def write_rows(path: Path, table, rows: list[dict[str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table.columns))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def number_columns(table) -> list[tuple[str, type]]:
+    hints = typing.get_type_hints(table.row_type)
+    kinds = {name: next((k for k in (bool, int, float) if k in (hint, *typing.get_args(hint))), None)
+             for name, hint in hints.items() if name != "provenance"}
+    return [(name, kind) for name, kind in kinds.items() if kind in (int, float)]
+
+
+def bad_numbers(table, column: str, kind: type) -> dict[str, str]:
+    """Values no row of `table` may hold in `column`, and what the warning says of each: not
+    finite, negative (but where a number is signed), zero (but where a number may be: an
+    exact result, a stage under a second), beyond any measurement, or an integer too long for
+    a float (it ended in OverflowError)."""
+    signed = column in getattr(table.row_type, "SIGNED", ())
+    values = {"inf": "is not a finite number", "nan": "is not a finite number"} if kind is float else {}
+    if not signed:
+        values["-1"] = "is negative"
+    if column not in getattr(table.row_type, "MAY_BE_ZERO", ()):
+        values["0"] = "is zero"
+    values["1" + "0" * 16] = "is beyond any measurement"
+    if kind is int:
+        values["1" + "0" * 400] = "is beyond any measurement"
+    else:
+        values.update({"1e308": "is beyond any measurement", "1e-16": "is beyond any measurement",
+                       "1e-310": "is beyond any measurement"})
+    return values
+
+
+@pytest.mark.parametrize("table,column,kind", [(t, c, k) for t in TABLES for c, k in number_columns(t)],
+                         ids=lambda value: getattr(value, "file_name", None) or getattr(value, "__name__", value))
+def test_every_number_of_every_results_file_that_no_measurement_has_is_a_damaged_row(table, column, kind, tmp_path):
+    """Zero where nothing measured is (a time: ZeroDivisionError in the version notes, B=0 in
+    decode.csv: ValueError in the decode page), beyond any measurement (1e-310 and 1e308:
+    'inf×' and 'inf%' in the tables; an integer of 400 digits: OverflowError in the reader)."""
+    row = first_row(table)
+    path = tmp_path / table.file_name
+    for value, said in bad_numbers(table, column, kind).items():
+        write_rows(path, table, [row, {**row, column: value}, row])
+        read = table.read(path)
+        assert len(read.rows) == 2, (column, value)
+        assert len(read.problems) == 1, (column, value, read.problems)
+        assert read.problems[0].startswith(f"{path}:3: skipped a damaged row ({column}={value!r} {said}"), \
+            read.problems
+
+
+@pytest.mark.parametrize("table,changes,said", [
+    (KERNELS, {"us_device_min": ""}, "us_device_min empty beside us_device_median, us_device_max"),
+    (E2E, {"seconds_eager_min": "", "seconds_eager_max": ""}, "seconds_eager_min, seconds_eager_max empty beside"),
+    (E2E, {"prompt_tokens": "64", "tokens": "64"}, "prompt_tokens=64 is not below tokens=64"),
+    (E2E, {"mode": "recompute-twice"}, "mode='recompute-twice' is not one of recompute, kv-cache"),
+    (DECODE_TIMES, {"lengths": "ragged"}, "lengths='ragged' is not one of full, ramp"),
+    (CORRECTNESS, {"dtype": "float33"}, "dtype='float33' is not one of float32, bfloat16, float16"),
+], ids=["min empty", "eager spread half empty", "nothing generated", "unknown mode", "unknown lengths",
+        "unknown dtype"])
+def test_a_row_whose_values_contradict_each_other_is_a_damaged_row(table, changes, said, tmp_path):
+    """A spread half empty crashed `plot` (TypeError on None); a prompt as long as the
+    generation drew negative tokens/s; unknown lengths crashed the decode page (ValueError); an
+    unknown dtype or mode was tabled under it ('KV-cache generation, float33') or dropped
+    without a word."""
+    row = first_row(table)
+    path = write_rows(tmp_path / table.file_name, table, [row, {**row, **changes}])
+    read = table.read(path)
+    assert len(read.rows) == 1
+    assert len(read.problems) == 1 and read.problems[0].startswith(f"{path}:3: skipped a damaged row (")
+    assert said in read.problems[0], read.problems[0]
+
+
+def test_an_unclosed_quote_names_every_line_it_swallowed(tmp_path):
+    """The warning named the line where the row ended (37): the 35 rows before it were lost
+    without a word."""
+    row = first_row(KERNELS)
+    path = write_rows(tmp_path / KERNELS.file_name, KERNELS, [row] * 6)
+    lines = path.read_text().splitlines()
+    lines[2] = '"' + lines[2]  # never closed: the csv module reads on to the end of the file
+    path.write_text("\n".join(lines) + "\n")
+    read = KERNELS.read(path)
+    assert len(read.rows) == 1
+    assert len(read.problems) == 1 and read.problems[0].startswith(f"{path}:3-7: skipped"), read.problems
+
+
+def test_a_header_that_names_a_column_twice_is_another_schema(tmp_path):
+    """Every row was a damaged row (13 of 14 fields), one warning each."""
+    path = tmp_path / STAGES.file_name
+    path.write_text(",".join([*STAGES.columns, "run"]) + "\n")
+    with pytest.raises(ResultsFileError, match="repeated run"):
+        STAGES.read(path)
+
+
+@pytest.fixture(scope="module")
+def contradicting_results(tmp_path_factory) -> tuple[Path, list[str]]:
+    """GPU A's rows at a few shapes with one damaged row per way `plot` and `report` failed on a
+    row that read without a problem; the damaged rows' '<file>:<line>'. And one row that reads
+    and is drawn, whose spread does not hold its median (a minimum above it: matplotlib's
+    'yerr must not contain negative values')."""
+    results = tmp_path_factory.mktemp("contradicting")
+    damaged = []
+    plan = {KERNELS: (lambda r: (r["B"], r["T"]) in {("1", "512"), ("8", "4096")},
+                      {"v29": {"us_device_median": "0"}, "sdpa-efficient": {"us_device_median": "1e-310"},
+                       "naive": {"us_device_min": ""}, "h23": {"us_device_min": "99999"}}),
+            DECODE_TIMES: (lambda r: r["B"] == "8", {"d09": {"B": "0"}, "naive": {"lengths": "ragged"}})}
+    for table, (keep, changes) in plan.items():
+        with (FIXTURES / GPU / table.file_name).open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if keep(r)]
+        for backend, change in changes.items():  # the last such row a figure draws: a ragged batch in decode.csv
+            index = max(i for i, r in enumerate(rows) if r["backend"] == backend and r["status"] == OK
+                        and r["dtype"] != "float16")
+            rows[index] = {**rows[index], **change}
+            if change != {"us_device_min": "99999"}:
+                damaged.append(f"{table.file_name}:{index + 2}")
+        write_rows(results / GPU / table.file_name, table, rows)
+    return results, damaged
+
+
+def test_rows_that_crashed_plot_and_report_are_warned_of_and_left_out(contradicting_results, tmp_path, capsys,
+                                                                     monkeypatch):
+    """report: ZeroDivisionError (a zero time), ValueError (B=0, unknown lengths), 'inf×' in the
+    headline (1e-310); plot: ValueError (a spread that does not hold its median), TypeError (a
+    spread half empty). The figures are made, not drawn into PNGs (a second each), and only the
+    kernels' (the decode rows failed in the tables)."""
+    import matplotlib.pyplot as plt
+
+    from harness import plots
+
+    results, damaged = contradicting_results
+    report, drawn = tmp_path / "report.md", tmp_path / "drawn"
+    shutil.copytree(results, drawn, ignore=shutil.ignore_patterns(DECODE_TIMES.file_name))
+    monkeypatch.setattr(plots, "save", lambda fig, path: plt.close(fig) or path)
+    for command, folder in ((["report", "--output", str(report)], results),
+                            (["plot", "--plots-dir", str(tmp_path / "plots")], drawn)):
+        assert harness_cli.main([*command, "--results-dir", str(folder)]) == 0
+        err = capsys.readouterr().err
+        assert all(line.startswith("warning: ") for line in err.splitlines()), err
+        shown = [where for where in damaged if (folder / GPU / where.split(":")[0]).exists()]
+        assert len(err.splitlines()) == len(shown), err
+        for where in shown:
+            assert f"{folder / GPU / where}: skipped a damaged row" in err, (where, err)
+    assert not re.search(r"(?<![\w-])(inf|nan)(?![\w-])", report.read_text())
+
+
+# -- python -m harness: names twice, numbers without a bound, checks after the GPU's -----------------
+@pytest.mark.parametrize("argv,said", [
+    (["build", "--backends", "v16,v16"], "'v16,v16' names v16 more than once: name each backend once"),
+    (["bench-kernels", "--backends", "naive, v29,naive"], "names naive more than once"),
+    (["check", "--dtypes", "bfloat16,bfloat16"], "--dtypes: 'bfloat16,bfloat16' names bfloat16 more than once"),
+    (["try", "--against", "v16,v16"], "names v16 more than once"),
+    (["bench-e2e", "--backends", "transformers-generate,transformers-generate"],
+     "names transformers-generate more than once"),
+    (["compile-check", "--arch", "sm_90", "--arch", "sm_90"], "--arch sm_90 is given more than once"),
+], ids=["build", "bench-kernels", "check dtypes", "try against", "bench-e2e transformers", "compile-check arch"])
+def test_a_name_given_twice_is_refused(argv, said, capsys):
+    """Each was accepted: built, checked and timed twice, its rows written twice (a dtype named
+    twice was silently merged), or compiled twice."""
+    harness(argv, capsys, said)
+
+
+@pytest.mark.parametrize("rounds", ["51", str(10**9)])
+def test_bench_decode_bounds_its_rounds_as_bench_kernels_does(rounds, capsys):
+    """bench-decode checked only the lower bound: 10**9 rounds went on to the GPU."""
+    harness(["bench-decode", "--rounds", rounds], capsys, f"--rounds must be at most {harness_cli.MAX_ROUNDS}")
+
+
+@pytest.mark.parametrize("command", [["check"], ["bench-kernels"], ["bench-decode"], ["bench-e2e", "--weights", "random"],
+                                     ["record-stages", "build:41:0", "--run", "r", "--mode", "full", "--backends", "all"]])
+def test_a_results_dir_under_a_file_is_refused_before_the_gpu_is_asked_for(command, tmp_path, capsys):
+    """It said 'no CUDA device is available'; on a GPU the first row ended in a traceback
+    (NotADirectoryError). A path under a regular file fails for root too."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for folder in (a_file, a_file / "results"):
+        harness([*command, "--results-dir", str(folder)], capsys,
+                f"--results-dir {folder}: {a_file} is a file, not a folder")
+
+
+def test_arguments_that_need_no_gpu_are_checked_before_it(tmp_path, capsys):
+    """Each said 'no CUDA device is available' (and on a GPU, bench-e2e and precompile found the
+    model folder wrong only after the GPU's setup, call the dtype only after building)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    harness(["precompile", "--quick", "--grid-only"], capsys, "--quick and --grid-only exclude each other")
+    for command in (["precompile"], ["bench-e2e"]):
+        harness([*command, "--model-dir", str(a_file)], capsys, f"model directory {a_file} is a file")
+        harness([*command, "--model-dir", str(tmp_path / "missing")], capsys, "does not exist")
+    harness(["call", "v16", "--dtype", "float16"], capsys, "--dtype float16: v16 (not available for float16")
+    harness(["call", "v16", "--dtype", ""], capsys, "argument --dtype: an empty")  # it meant the default
+
+
+@pytest.mark.parametrize("stage,said", [
+    ("build:nan:0", "its seconds must be a number from 0 to"), ("build:inf:0", "its seconds must be a number from 0"),
+    ("build:-5:0", "its seconds must be a number from 0"), ("build:1e300:0", "its seconds must be a number from 0"),
+    ("build:41:-1", "its exit status must be from 0 to 255 (got -1)"), ("build:41:256", "its exit status must be"),
+    (" :41:0", "cannot read the stage"),
+], ids=["nan", "inf", "negative", "absurd", "negative status", "status over 255", "blank name"])
+def test_record_stages_refuses_a_stage_no_run_has(stage, said, capsys):
+    """Each was taken as given: a stage time of nan, inf or -5 s stored in stages.csv (a
+    damaged row from then on), an exit status no process has."""
+    harness(["record-stages", stage, "--run", "2026-01-01T00:00:00Z", "--mode", "full", "--backends", "all"], capsys,
+            said)
+
+
+@pytest.mark.parametrize("option", ["--run", "--backends", "--dtypes"])
+def test_record_stages_refuses_an_empty_value(option, capsys):
+    argv = {"--run": "2026-01-01T00:00:00Z", "--backends": "all", "--dtypes": "all"}
+    argv[option] = ""
+    harness(["record-stages", "build:41:0", "--mode", "full", *(x for item in argv.items() for x in item)], capsys,
+            f"argument {option}: an empty")
+
+
+def test_report_refuses_to_write_over_a_results_file(tmp_path, capsys):
+    """--output results/<gpu>/kernels.csv replaced the measurements with the report."""
+    folder = tmp_path / "results" / GPU
+    shutil.copytree(FIXTURES / GPU, folder)
+    before = (folder / "kernels.csv").read_bytes()
+    harness(["report", "--results-dir", str(tmp_path / "results"), "--output", str(folder / "kernels.csv")], capsys,
+            "is named as a results file")
+    assert (folder / "kernels.csv").read_bytes() == before
+
+
+def test_report_refuses_a_plots_dir_that_is_a_file(tmp_path, capsys):
+    """The report linked its figures into a file (every image a dead link)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for plots in (a_file, a_file / "plots"):
+        harness(["report", "--results-dir", str(FIXTURES), "--output", str(tmp_path / "r.md"), "--plots-dir",
+                 str(plots)], capsys, f"--plots-dir {plots}: {a_file} is a file, not a folder")
+    assert not (tmp_path / "r.md").exists()
+
+
+# -- python -m gpt2 -------------------------------------------------------------------------------
+def test_gpt2_bounds_the_batch(capsys):
+    """--batch 10**9 was accepted: it built a billion prompts and never started."""
+    refused(gpt2_cli.main, ["--batch", str(10**9), "--device", "cpu", "--weights", "random"], capsys,
+            f"--batch must be at most {gpt2_cli.MAX_BATCH} (got 1000000000)")
+
+
+def test_a_model_dir_that_is_a_file_or_holds_no_finite_epsilon(tmp_path, capsys):
+    """A file was 'a model directory that does not exist'; layer_norm_epsilon Infinity (JSON
+    that Python reads) or NaN was taken as a positive number."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    refused(gpt2_cli.main, ["--model-dir", str(a_file), "--device", "cpu"], capsys,
+            f"model directory {a_file} is a file")
+    for value in ("Infinity", "NaN"):
+        folder = tmp_path / value
+        folder.mkdir()
+        (folder / "config.json").write_text(f'{{"n_layer": 2, "n_head": 2, "n_embd": 128, '
+                                            f'"layer_norm_epsilon": {value}}}')
+        (folder / "model.safetensors").write_text("")
+        refused(gpt2_cli.main, ["--model-dir", str(folder), "--device", "cpu"], capsys,
+                "layer_norm_epsilon must be a positive finite number")
+
+
+# -- run_all.sh -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("option", ["--results-dir", "--plots-dir", "--model-dir", "--backends", "--dtypes"])
+def test_run_all_refuses_a_blank_value(trial, option):
+    """' ' passed the check for an empty value: the stage began and failed ('--plots-dir ' '),
+    or a GPU sweep measured for an hour before the model folder ' ' was looked at."""
+    results, plots = trial
+    proc = run_all("--plots-only", "--results-dir", str(results), "--plots-dir", str(plots), option, " ")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"run_all.sh: {option} needs a value"
+    assert "==" not in proc.stdout, "no stage may run"
+
+
+def run_all_with_folders_that_cannot_be(ahead: Ahead) -> tuple[Path, subprocess.CompletedProcess]:
+    """A job: --plots-only with a file as --results-dir, a --plots-dir under it and a model
+    folder that is not one (the check imports torch: seconds in the background)."""
+    folder = ahead.tmp("folders")
+    a_file = folder / "a-file"
+    a_file.write_text("")
+    return folder, run_all("--plots-only", "--results-dir", str(a_file), "--plots-dir", str(a_file / "plots"),
+                           "--model-dir", str(folder / "missing"))
+
+
+@takes(run_all_with_folders_that_cannot_be)
+def test_run_all_refuses_folders_that_cannot_be_before_any_stage(ahead):
+    """The plots stage began and failed on the first ('== plots'); the model folder was looked
+    at by the end-to-end stage only, after the build, the gate and the kernel benchmark."""
+    folder, proc = ahead(run_all_with_folders_that_cannot_be)
+    a_file = folder / "a-file"
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"run_all.sh: --results-dir {a_file} is a file: name a folder of results",
+        f"run_all.sh: --plots-dir {a_file / 'plots'}: {a_file} is a file, not a folder",
+        f"run_all.sh: --model-dir: model directory {folder / 'missing'} does not exist"]
+    assert "==" not in proc.stdout, "no stage may run"
+
+
+# -- experiments/tools --------------------------------------------------------------------------------
+def tool_refuses(main, argv: list[str] | None, capsys, *fragments: str, monkeypatch=None) -> str:
+    """A tool's main(argv) (argv None: sys.argv, set here) ends with status 2 and no traceback,
+    saying every fragment on stderr."""
+    if argv is not None and monkeypatch is not None:
+        monkeypatch.setattr(sys, "argv", ["tool", *argv])
+        argv = None
+    try:
+        code = main(argv) if argv is not None else main()
+    except SystemExit as stop:
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+    return err
+
+
+def test_merge_results_refuses_what_it_cannot_merge_before_writing(tmp_path, capsys):
+    """'' merged the current folder, or into it; a GPU's folder as --results-dir got
+    <gpu>/<gpu>/; a file in the way, a .tgz that does not unpack, a CSV that is a folder or not
+    UTF-8 ended in a traceback, some files merged and some not."""
+    merge = load_script("experiments/tools/merge_results.py").main
+    run, results = tmp_path / "run", tmp_path / "results"
+    write_rows(run / GPU / "kernels.csv", KERNELS, [first_row(KERNELS)])
+    write_rows(results / GPU / "kernels.csv", KERNELS, [])
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    (tmp_path / "damaged.tgz").write_bytes(b"\x1f\x8b\x08\x00 not a whole archive")
+    tool_refuses(merge, [""], capsys, "argument run: an empty path")
+    tool_refuses(merge, [str(run), "--results-dir", ""], capsys, "argument --results-dir: an empty path")
+    tool_refuses(merge, [str(run), "--results-dir", str(results / GPU)], capsys, "holds one GPU's results itself")
+    tool_refuses(merge, [str(run), "--results-dir", str(a_file / "results")], capsys, f"{a_file} is a file")
+    tool_refuses(merge, [str(tmp_path / "damaged.tgz"), "--results-dir", str(results)], capsys, "does not unpack")
+    (run / GPU / "e2e.csv").mkdir()
+    tool_refuses(merge, [str(run), "--results-dir", str(results)], capsys, "e2e.csv is a folder, not a CSV file")
+    (run / GPU / "e2e.csv").rmdir()
+    (run / GPU / "stages.csv").write_bytes(b"run,stage\n\xff\n")
+    tool_refuses(merge, [str(run), "--results-dir", str(results)], capsys, "stages.csv is not UTF-8 text")
+    assert KERNELS.read(results / GPU / "kernels.csv").rows == [], "nothing merged"
+    assert not (results / GPU / GPU).exists() and not (tmp_path / GPU).exists()
+
+
+def test_merge_results_does_not_join_a_row_to_one_cut_short(tmp_path):
+    """The first new row was appended to the local file's last line, which a crash had cut
+    short: two rows lost as one damaged row."""
+    merge = load_script("experiments/tools/merge_results.py").main
+    row = first_row(KERNELS)
+    run, results = tmp_path / "run", tmp_path / "results"
+    write_rows(run / GPU / "kernels.csv", KERNELS, [{**row, "T": "77"}])
+    local = write_rows(results / GPU / "kernels.csv", KERNELS, [row])
+    local.write_text(local.read_text()[:-30])  # the last row cut short, no newline
+    assert merge([str(run), "--results-dir", str(results)]) == 0
+    read = KERNELS.read(local)
+    assert [r.T for r in read.rows] == [77] and len(read.problems) == 1 and ":2: skipped" in read.problems[0]
+
+
+def test_the_grid_tools_refuse_unknown_dtypes_and_unusable_files_in_one_line(tmp_path, capsys):
+    """grid_floor.py --dtypes float33 and a results file that is a folder ended in a traceback;
+    --gpu '.' read the results folder itself as a GPU's; h23_cost_model.py took --dtype float33,
+    --sms 0 and --copy-from '' (for the default), and said 'substring not found' of a log that
+    holds no try table."""
+    grid_floor = load_script("experiments/tools/grid_floor.py").main
+    h23 = load_script("experiments/tools/h23_cost_model.py").main
+    run = ["--gpu", GPU, "--commit", "fixture", "--results-dir", str(FIXTURES)]
+    err = tool_refuses(grid_floor, [*run, "--dtypes", "float33"], capsys, "--dtypes: unknown dtype 'float33'")
+    assert len(err.splitlines()) == 1, err
+    tool_refuses(grid_floor, [*run, "--dtypes", "float32,float32"], capsys, "names float32 more than once")
+    tool_refuses(grid_floor, ["--gpu", ".", "--commit", "fixture", "--results-dir", str(FIXTURES)], capsys,
+                 "--gpu '.': name one GPU's folder")
+    (tmp_path / GPU / "kernels.csv").mkdir(parents=True)
+    tool_refuses(grid_floor, ["--gpu", GPU, "--commit", "fixture", "--results-dir", str(tmp_path)], capsys,
+                 "kernels.csv is a folder, not a kernels.csv file")
+    tool_refuses(h23, [*run, "--dtype", "float33"], capsys, "argument --dtype: invalid choice: 'float33'")
+    tool_refuses(h23, [*run, "--sms", "0"], capsys, "--sms must be at least 1 (got 0)")
+    tool_refuses(h23, [*run, "--copy-from", ""], capsys, "argument --copy-from: an empty")
+    (tmp_path / "empty.log").write_text("")
+    tool_refuses(h23, [*run, "--version", "h24", "--trials", str(tmp_path / "empty.log")], capsys,
+                 "--trials: no table 'device time, µs, bfloat16'")
+
+
+def test_the_grid_tools_warn_of_a_damaged_row(tmp_path, capsys):
+    """Left out without a word (the tables the tools print are committed)."""
+    grid_floor = load_script("experiments/tools/grid_floor.py").main
+    shutil.copytree(FIXTURES / GPU, tmp_path / GPU)
+    path = tmp_path / GPU / "stages.csv"
+    path.write_text(path.read_text() + "cut short\n")
+    grid_floor(["--gpu", GPU, "--commit", "fixture", "--results-dir", str(tmp_path)])
+    assert f"warning: {path}:{len(path.read_text().splitlines())}: skipped a damaged row" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,argv,said", [
+    ("persistent_schedule", ["--sms", str(10**9)], "--sms and --group must be positive (--sms at most"),
+    ("persistent_schedule", ["--start-cost", "nan"], "--start-cost a finite number"),
+    ("persistent_schedule", ["--start-cost", "1", "inf"], "--start-cost a finite number"),
+    ("row_block_plans", ["--sms", str(10**9)], "--sms must be positive (at most"),
+    ("row_block_plans", ["--start-cost", "nan"], "--start-cost a finite number"),
+    ("split_once_model", ["--l2-tbps", "nan"], "--l2-tbps must be a positive finite number"),
+    ("split_once_model", ["--l2-tbps", "inf"], "--l2-tbps must be a positive finite number"),
+    ("split_once_model", ["--measure-l2"], "--measure-l2 needs a GPU"),
+    ("half_probe", ["h01", "--dtypes", "float33"], "unknown dtype 'float33'"),
+    ("half_probe", ["h99"], "unknown backend 'h99'"),
+    ("half_probe", ["h01"], "no CUDA device is available"),
+    ("sweep_time_profile", ["--results-dir", "x", "--e2e", "v99"], "--e2e: unknown backend 'v99'"),
+    ("sweep_time_profile", ["--results-dir", "x"], "no CUDA device is available"),
+], ids=["schedule sms", "schedule nan", "schedule inf", "plans sms", "plans nan", "split nan", "split inf",
+        "split measure", "probe dtype", "probe name", "probe gpu", "profile name", "profile gpu"])
+def test_the_model_and_probe_tools_refuse_numbers_and_names_they_cannot_use(name, argv, said, capsys, monkeypatch):
+    """10**9 SMs never ended (a schedule over every SM); a start cost or bandwidth of nan or
+    inf printed nan and inf (row_block_plans.py: ZeroDivisionError); the GPU probes ended in a
+    traceback without a GPU (AssertionError, BackendUnavailableError) or for an unknown name."""
+    tool = load_script(f"experiments/tools/{name}.py")
+    tool_refuses(tool.main, argv, capsys, said, monkeypatch=monkeypatch)
+
+
+@pytest.mark.parametrize("name,argv", [("item_timeline", []), ("small_t_timeline", ["summarise"])])
+def test_the_timeline_tools_read_a_file_that_is_not_utf8(name, argv, tmp_path, capsys):
+    """UnicodeDecodeError: a traceback; now the bytes are read as text that is no timeline, as
+    step_timeline.py and sass_stalls.py read them. A 'TS' line with a field that is not an
+    integer ended in ValueError (small_t_timeline.py)."""
+    main = load_script(f"experiments/tools/{name}.py").main
+    damaged = tmp_path / "timeline.txt"
+    damaged.write_bytes(b"\xff\xfe\x00 not text\n# B=1 T=64 call 1\nTS 0 x" + b" 1" * 19 + b"\n")
+    try:
+        main([*argv, str(damaged)])
+    except SystemExit as stop:
+        assert stop.code not in (0, None) and str(damaged) in str(stop.code), stop.code
+    assert "Traceback" not in capsys.readouterr().err

@@ -10,12 +10,11 @@ the median of that commit's decode rows (the decode benchmark measures it in eac
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
 
-from backends import precision, registry
+from backends import arguments, precision, registry
 from harness.grid import GridCell, GridSummary, grid_summaries, shape_text
 from harness.one_run import add_run_arguments, copy_rate, load_run
 from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
@@ -83,12 +82,16 @@ def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.OneLineParser(prog="grid_floor.py", description=__doc__.split("\n\n")[0])
     add_run_arguments(parser)
-    parser.add_argument("--dtypes", default="all", help="e.g. bfloat16 or float32,bfloat16 (default: all)")
+    parser.add_argument("--dtypes", type=arguments.text, default="all",
+                        help="e.g. bfloat16 or float32,bfloat16 (default: all)")
     args = parser.parse_args(argv)
+    try:
+        dtypes = precision.select(args.dtypes)
+    except precision.UnknownDtypeError as err:
+        parser.error(f"--dtypes: {err}")
     r = load_run(parser, args)
-    dtypes = precision.select(args.dtypes)
     # Each track's last version measured on the grid at that commit (a later one may exist).
     summaries = [g for g in grid_summaries(r, commit=args.commit) if g.dtype in dtypes and g.version
                  and any(c.row.provenance.commit == args.commit for c in g.measured)]

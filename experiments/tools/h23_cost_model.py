@@ -35,7 +35,6 @@ the same rounds, and the model, fitted to h24's rows alone, says which it expect
 """
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import statistics
@@ -44,12 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from backends import arguments, precision
 from harness.prefill_floor import io_bytes
 from harness.study import GRID_SHAPES, Shape
 from harness.one_run import add_run_arguments, copy_rate, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from persistent_schedule import B_C, WARPGROUP_ROWS, greedy  # noqa: E402
+from persistent_schedule import B_C, MAX_SMS, WARPGROUP_ROWS, greedy  # noqa: E402
 from row_block_plans import split_length, tiles_per_row_block, work_items  # noqa: E402
 
 NARROW_WAVES = 3  # h23's kNarrowWaves
@@ -168,8 +168,10 @@ def try_table(text: str, dtype: str) -> dict[str, dict[Shape, float]]:
     """The final table of a `harness try --shapes grid` log: each column's device times (µs)
     by shape, an adopted trial's under its version's name (ADOPTED). Its rows are the grid's
     shapes in GRID_SHAPES order (their labels omit H)."""
-    head = text.rindex(f"device time, µs, {dtype}")
-    lines = text[head:].splitlines()[1:]
+    title = f"device time, µs, {dtype}"
+    if title not in text:
+        raise ValueError(f"no table {title!r}: not a `harness try --shapes grid` log in {dtype}")
+    lines = text[text.rindex(title):].splitlines()[1:]
     names = [ADOPTED.get(name, name) for name in lines[0].split()[1:]]
     rows = [line for line in lines[1:] if re.match(r"\s*B=\d+ T=\d+\s", line)]
     if len(rows) != len(GRID_SHAPES):
@@ -250,19 +252,24 @@ def nelder_mead(f: Callable[[list[float]], float], x0: list[float], steps: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.OneLineParser(prog="h23_cost_model.py", description=__doc__.split("\n\n")[0])
     add_run_arguments(parser)
-    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (default) or float16")
-    parser.add_argument("--sms", type=int, default=132, help="the GPU's SM count (default: 132, the H100 SXM's)")
+    parser.add_argument("--dtype", choices=precision.HALF, default=precision.BFLOAT16,
+                        help="bfloat16 (default) or float16")
+    parser.add_argument("--sms", type=int, default=132,
+                        help=f"the GPU's SM count (default: 132, the H100 SXM's; at most {MAX_SMS})")
     parser.add_argument("--version", choices=tuple(NEXT_TRIAL), default="h23",
                         help="whose rows the model is fitted to, with its plan (default: h23)")
-    parser.add_argument("--trials", type=Path, nargs="*", default=[],
+    parser.add_argument("--trials", type=arguments.path, nargs="*", default=[],
                         help="`harness try --shapes grid` logs whose variants are plans of RULES, read as a "
                              "check of the plans against the version's (with --version h24)")
-    parser.add_argument("--copy-from", metavar="COMMIT",
+    parser.add_argument("--copy-from", type=arguments.text, metavar="COMMIT",
                         help="the sweep whose copy rate the memory term takes (default: --commit's), for a run "
                              "that measured no decode benchmark, as h24's kernel rows at f6156f8cae8a")
     args = parser.parse_args(argv)
+    problem = arguments.out_of_range("--sms", args.sms, 1, MAX_SMS, "no GPU has more multiprocessors")
+    if problem:
+        parser.error(problem)
     r = load_run(parser, args)
     version, rule = args.version, RULES[args.version]
     samples = sorted((x.shape, x.us_device_median) for x in r.measured_kernels

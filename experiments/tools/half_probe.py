@@ -97,9 +97,17 @@ def main() -> int:
     parser.add_argument("--shapes", choices=tuple(TIME_SHAPES), default="all")
     parser.add_argument("--no-check", action="store_true")
     args = parser.parse_args()
+    try:
+        dtypes = precision.select(args.dtypes)
+        versions = [registry.get(name) for name in args.names]
+    except (precision.UnknownDtypeError, registry.UnknownBackendError) as err:
+        parser.error(str(err))
+    if not torch.cuda.is_available():
+        parser.error(f"no CUDA device is available: the probe checks and times {', '.join(v.name for v in versions)} "
+                     "on a GPU")
     warnings.filterwarnings("ignore", message=".*(kernel not used|runtime disabled|does not support).*")
     ok = True
-    for dtype_name in precision.select(args.dtypes):
+    for dtype_name in dtypes:
         if not args.no_check:
             ok &= check(args.names, dtype_name)
         time_all(args.names, dtype_name, TIME_SHAPES[args.shapes])

@@ -27,7 +27,7 @@ FALLBACK_GHZ = 1.77
 
 def read_last_launch(path: Path) -> list[tuple[int, ...]]:
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if not line.startswith("TL "):
             continue
         fields = line.split()[1:]

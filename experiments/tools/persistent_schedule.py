@@ -24,6 +24,7 @@ import math
 from typing import Sequence
 
 HEADS = 12  # GPT-2 small
+MAX_SMS = 1024  # --sms: an H100 and an H200 have 132; the schedules hand work to each (a mistyped 10**9 never ends)
 B_R, B_C, WARPGROUP_ROWS, WARPGROUPS = 192, 128, 64, 3  # h04's and h06's tiles
 SHAPES = ((1, 512), (1, 4096), (8, 4096))  # (B, T): the shapes whose results the notes explain
 
@@ -88,14 +89,16 @@ def greedy(items: Sequence[int | None], sms: int, start_cost: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sms", type=int, default=132, help="multiprocessors (H100 SXM and H200: 132)")
+    parser.add_argument("--sms", type=int, default=132, help=f"multiprocessors (H100 SXM and H200: 132; at most "
+                                                             f"{MAX_SMS})")
     parser.add_argument("--start-cost", type=float, nargs="+", default=[0.5, 1.0],
                         help="the fixed cost of starting an item, in key tiles (default: 0.5 1.0)")
     parser.add_argument("--group", type=int, default=16,
                         help="heads per group for the grouped head-major order (default: 16)")
     args = parser.parse_args(argv)
-    if args.sms < 1 or any(c < 0 for c in args.start_cost) or args.group < 1:
-        parser.error("--sms and --group must be positive and --start-cost not negative")
+    if not 1 <= args.sms <= MAX_SMS or not all(0 <= c < math.inf for c in args.start_cost) or args.group < 1:
+        parser.error(f"--sms and --group must be positive (--sms at most {MAX_SMS}) and --start-cost a finite "
+                     "number, not negative")
     print(f"makespan in key tiles; h07 = head-major, grouped = groups of {args.group} heads, longest-first in each")
     print("shape          items  start  h04 greedy  h06 round-robin  h07 greedy  grouped  ideal")
     for batch, T in SHAPES:

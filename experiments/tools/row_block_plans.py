@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from persistent_schedule import B_C, B_R, HEADS, WARPGROUP_ROWS, WARPGROUPS, greedy  # noqa: E402
+from persistent_schedule import B_C, B_R, HEADS, MAX_SMS, WARPGROUP_ROWS, WARPGROUPS, greedy  # noqa: E402
 
 SHAPES = ((1, 1024), (1, 2048), (1, 4096), (8, 1024), (8, 2048), (8, 4096))  # (B, T)
 
@@ -69,12 +69,13 @@ def work_items(batch: int, T: int, sms: int, from_the_end: bool, num_heads: int 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sms", type=int, default=132, help="multiprocessors (H100 SXM and H200: 132)")
+    parser.add_argument("--sms", type=int, default=132, help=f"multiprocessors (H100 SXM and H200: 132; at most "
+                                                             f"{MAX_SMS})")
     parser.add_argument("--start-cost", type=float, nargs="+", default=[1.2, 3.0],
                         help="the fixed cost of an item, in key tiles (default: 1.2 3.0)")
     args = parser.parse_args(argv)
-    if args.sms < 1 or any(c < 0 for c in args.start_cost):
-        parser.error("--sms must be positive and --start-cost not negative")
+    if not 1 <= args.sms <= MAX_SMS or not all(0 <= c < math.inf for c in args.start_cost):
+        parser.error(f"--sms must be positive (at most {MAX_SMS}) and --start-cost a finite number, not negative")
     print("busiest SM in key tiles (greedy hand-out); tiles per head and the split length L of each plan")
     print("shape           start   h12: tiles  L  items  makespan   h13: tiles  L  items  makespan  change")
     for batch, T in SHAPES:

@@ -92,13 +92,13 @@ def read(path: Path) -> dict[str, list[list[int]]]:
     """The last call's rows per '# B=.. T=..' section."""
     sections: dict[str, list[list[int]]] = {}
     key = None
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if line.startswith("# B=") and " call " in line:
             key = line[2:line.index(" call ")]
             sections[key] = []  # a later call replaces an earlier one
         elif line.startswith("TS "):
             fields = line.split()[1:]
-            if key is None or len(fields) - 1 not in FIELDS:
+            if key is None or len(fields) - 1 not in FIELDS or not all(f.lstrip("-").isdigit() for f in fields[1:]):
                 raise SystemExit(f"{path}:{number}: a 'TS' line outside a call, or not 1 + {FIELDS} integers")
             sections[key].append([int(f) for f in fields[1:]])
     return sections

@@ -33,6 +33,7 @@ experiments/2026-11-24_19_split_once_l2_copy.txt).
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 D = 64  # head dimension
@@ -174,8 +175,13 @@ def main() -> None:
                         help=f"L2 read bandwidth in TB/s (default: {L2_TBPS_H100}, an H100's, measured)")
     parser.add_argument("--measure-l2", action="store_true", help="measure the L2 read bandwidth first (GPU)")
     args = parser.parse_args()
-    if args.l2_tbps <= 0:
-        parser.error(f"--l2-tbps must be positive, got {args.l2_tbps}")
+    if not 0 < args.l2_tbps < math.inf:
+        parser.error(f"--l2-tbps must be a positive finite number, got {args.l2_tbps}")
+    if args.measure_l2:
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--measure-l2 needs a GPU, and no CUDA device is available; --l2-tbps gives the bandwidth")
     l2 = measure_l2_tbps() if args.measure_l2 else args.l2_tbps
     if args.measure_l2:
         print(f"L2 read bandwidth, measured: {l2:.2f} TB/s")

@@ -58,6 +58,12 @@ def main() -> None:
                         help="backends whose end-to-end run is profiled (in each dtype they take)")
     parser.add_argument("--skip-kernels", action="store_true")
     args = parser.parse_args()
+    try:
+        e2e = registry.select(args.e2e)
+    except registry.UnknownBackendError as err:
+        parser.error(f"--e2e: {err}")
+    if not torch.cuda.is_available():
+        parser.error("no CUDA device is available: the profile times a sweep on a GPU")
     device = torch.device("cuda")
     dtypes = list(precision.EVERY)
     everyone = registry.select("all")
@@ -111,7 +117,7 @@ def main() -> None:
 
     bench_e2e._print_last = print_with_phases
     start = time.perf_counter()
-    bench_e2e.run(registry.select(args.e2e), dtypes, [bench_e2e.recompute_plan(TOKEN_COUNTS)], source=source,
+    bench_e2e.run(e2e, dtypes, [bench_e2e.recompute_plan(TOKEN_COUNTS)], source=source,
                   results_dir=args.results_dir, device=device)
     SECONDS["e2e: all"] = time.perf_counter() - start
 
