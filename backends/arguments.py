@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Sequence
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -31,6 +31,12 @@ def path(value: str) -> Path:
         raise argparse.ArgumentTypeError("an empty path: name a file or folder, or leave the option out for its "
                                          "default")
     return Path(value)
+
+
+def repeated(names: Sequence[str]) -> list[str]:
+    """The names that `names` holds more than once, each once, in the order they first appear
+    (a list of backends, dtypes, architectures, variants or columns that must name each once)."""
+    return sorted({name for name in names if names.count(name) > 1}, key=names.index)
 
 
 def out_of_range(name: str, value: int, low: int, high: int, why: str) -> str | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from backends import arguments
+
 FLOAT32 = "float32"
 BFLOAT16 = "bfloat16"
 FLOAT16 = "float16"
@@ -48,7 +50,7 @@ def select(spec: str | None) -> list[str]:
                                 "'all'")
     for name in names:
         torch_dtype(name)
-    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    repeated = arguments.repeated(names)
     if repeated:
         raise UnknownDtypeError(f"{spec!r} names {', '.join(repeated)} more than once: name each dtype once")
     return [name for name in EVERY if name in names]

@@ -15,7 +15,7 @@ from typing import ClassVar, Iterable
 import torch
 from torch.nn.attention import SDPBackend
 
-from backends import baselines, precision
+from backends import arguments, baselines, precision
 from gpt2.config import GPT2Config
 from gpt2.model import GPT2, AttentionFn, DecodeFn
 
@@ -849,7 +849,7 @@ def select(spec: str | None) -> list[Backend]:
     if not names:  # '' or ',': never 'every backend'
         raise UnknownBackendError(f"{spec!r} names no backend: give comma-separated names, 'all' or 'quick'")
     named = [get(name) for name in names]
-    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    repeated = arguments.repeated(names)
     if repeated:  # each would be built, checked and timed twice, its rows written twice
         raise UnknownBackendError(f"{spec!r} names {', '.join(repeated)} more than once: name each backend once")
     return named

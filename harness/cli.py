@@ -155,7 +155,7 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
             arch_capability(arch)
         except ValueError as err:
             raise CommandError(f"--arch: {err}") from None
-    repeated = sorted({arch for arch in args.arch or () if args.arch.count(arch) > 1})
+    repeated = arguments.repeated(args.arch or [])
     if repeated:  # each would be compiled twice
         raise CommandError(f"--arch {', '.join(repeated)} is given more than once: name each architecture once")
     return run_compile_check(registry.select(args.backends), args.arch, jobs=args.jobs)
@@ -357,7 +357,7 @@ def cmd_try(args: argparse.Namespace) -> int:
         raise CommandError(f"{', '.join(decode)}: try checks and times prefill variants; a decode version's variant "
                            "is built with `python -m harness call` and measured by the decode benchmark")
     names = [spec.name for spec in specs]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = arguments.repeated(names)
     if repeated:
         raise CommandError(f"each variant needs its own name; repeated: {', '.join(repeated)}")
     if args.compile_only:

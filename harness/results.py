@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Generic, TypeVar
 
-from backends import precision
+from backends import arguments, precision
 from backends.environment import Provenance
 from gpt2.modes import MODES
 from harness.study import FULL, RAMP, Shape
@@ -338,7 +338,7 @@ class Table(Generic[R]):
     def _check_columns(self, path: Path, header: list[str]) -> None:
         missing = [c for c in self.columns if c not in header]
         extra = [c for c in header if c not in self.columns]
-        repeated = sorted({c for c in header if header.count(c) > 1}, key=header.index)
+        repeated = arguments.repeated(header)
         if missing or extra or repeated:
             detail = "; ".join(part for part in (
                 f"missing {', '.join(missing)}" if missing else "",

@@ -133,14 +133,18 @@ class DecodeShape:
         """The rows each sequence attends to."""
         if self.lengths == FULL:
             return [self.S] * self.B
-        return [-(-self.S * (b + 1) // (4 * self.B)) for b in range(self.B)]  # ceil(S (b + 1) / 4B)
+        return [self._ramp_length(b) for b in range(self.B)]
 
     def length_range(self) -> tuple[int, int]:
         """The fewest and the most rows a sequence attends to: host_lengths()' ends, without
         listing every sequence (a damaged row of a results file may give any B)."""
         if self.lengths == FULL:
             return self.S, self.S
-        return -(-self.S // (4 * self.B)), -(-self.S * self.B // (4 * self.B))
+        return self._ramp_length(0), self._ramp_length(self.B - 1)
+
+    def _ramp_length(self, b: int) -> int:
+        """Sequence b's rows in a ragged (RAMP) batch: ceil(S (b + 1) / 4B)."""
+        return -(-self.S * (b + 1) // (4 * self.B))
 
     def bytes_read(self, element_size: int) -> int:
         """The K and V bytes a call must read: every attended row of both caches."""
