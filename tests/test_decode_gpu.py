@@ -79,6 +79,10 @@ RAGGED = [  # (B, S, lengths): 1 and S, tile edges, a sequence of each size
     (7, 300, (1, 300, 17, 64, 65, 129, 256)),
     (4, 4097, (4097, 1, 2048, 4000)),
     (256, 513, tuple(random.Random(256).randint(1, 513) for _ in range(256))),
+    # 288 heads (a wave of d09's 264 slots or more) and a cache of 2048 rows or more: d10's
+    # tile blocks (tiles of 128 rows in 16-bit types, 64 in float32), lengths at their edges.
+    (24, 2177, (2177, 1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 257, 2048, 2049, 2176, 1000, 1500, 17,
+                33, 700, 2100, 5, 900, 2177)),
 ]
 
 

@@ -1,0 +1,49 @@
+"""One decode call of each named backend between cudaProfilerStart and Stop, for Nsight
+Compute: what cuDNN's decode kernel is (grid, block, registers, shared memory, its loads)
+where it reads the caches faster than any reading of read_floor.py. Run under ncu
+(device_call_4.sh):
+
+    ncu --profile-from-start off ... python experiments/d09/cudnn_profile.py --B 32 --L 16384
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from backends import precision, registry  # noqa: E402
+from harness.decode_calls import call_decode  # noqa: E402
+from harness.decode_inputs import random_decode_inputs  # noqa: E402
+from harness.study import GPT2_HEADS  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--B", type=int, default=32, help="sequences (default: 32)")
+    parser.add_argument("--L", type=int, default=16384, help="cached rows each (default: 16384)")
+    parser.add_argument("--backends", default="sdpa-cudnn,d09", help="comma-separated (default: sdpa-cudnn,d09)")
+    parser.add_argument("--dtype", default=precision.BFLOAT16, choices=precision.EVERY)
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    x = random_decode_inputs(args.B, GPT2_HEADS, args.L, [args.L] * args.B, seed=0, device=device,
+                             dtype=precision.torch_dtype(args.dtype))
+    for name in args.backends.split(","):
+        backend = registry.get(name)
+        fn = backend.timed_decode(device, args.dtype)
+        for _ in range(3):  # warm-up: cuDNN picks and loads its engine here
+            call_decode(backend, fn, x.q, x.k_cache, x.v_cache, x.lengths, x.host_lengths, GPT2_HEADS)
+        torch.cuda.synchronize()
+        print(f"profiled call: {name}", flush=True)
+        torch.cuda.profiler.start()
+        call_decode(backend, fn, x.q, x.k_cache, x.v_cache, x.lengths, x.host_lengths, GPT2_HEADS)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
