@@ -760,8 +760,8 @@ BACKENDS: tuple[Backend, ...] = (
     _decode_version(9, "blocks_stay", "d08 with one block per slot where the heads fill a wave or more: "
                     "each block takes head after head, loading the next head's length, q and first rows "
                     "before it merges this one", build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
-    _decode_version(10, "tiles_by_copy", "d09 with, where the heads fill a wave and the caches hold 2048 rows "
-                    "or more, one 128-thread block per head reading K and V in 16 KB tiles by cp.async, two "
+    _decode_version(10, "tiles_by_copy", "d09 with, in 16-bit types where the heads fill a wave and the caches "
+                    "hold 2048 rows or more, one 128-thread block per head reading K and V in 16 KB tiles by cp.async, two "
                     "stages, three blocks per SM: cuDNN's schedule, which reads the caches faster",
                     build_flags=_FAST_MATH, min_compute_capability=_HOPPER),
 )

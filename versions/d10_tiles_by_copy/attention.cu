@@ -9,8 +9,8 @@
 // rows by cp.async (LDGSTS.E.BYPASS.128) in two stages. Read alone with that schedule and
 // nothing else (`tiles 2 stages`), batch 32 L=16384 took 364.9 us against d09's 404.6.
 //
-// Here, where d09 would run its staying blocks (the heads fill the 2 x SMs slots) and the
-// cache holds at least kMinTileRows rows, tile_kernel runs: a 128-thread block per head, tiles
+// Here, in 16-bit types, where d09 would run its staying blocks (the heads fill the 2 x SMs
+// slots) and the cache holds at least kMinTileRows rows, tile_kernel runs: a 128-thread block per head, tiles
 // of 16 KB of K and 16 KB of V (128 rows in 16-bit types, 64 in float32) copied into a
 // two-stage ring while the other stage is computed. Each thread copies exactly the vectors it
 // later reads (its group's rows, its slice of each), so no barrier guards the ring: a
@@ -531,14 +531,17 @@ __global__ void __launch_bounds__(TileShape::kThreads, TileShape::kBlocksPerSM)
 // the block slots (kBlocksPerSM x SMs), version 8's: as many pieces per head as fit the grid in
 // one wave, none shorter than kMinRowsPerSplit rows of the cache, at most kMaxSplits (a
 // cluster); the rows of each piece are planned on the device (decode_kernel). Otherwise one
-// staying block per slot (staying_kernel), splits = 0, or, where the cache holds at least
-// kMinTileRows rows, a block per head (tile_kernel), splits = kTiles.
+// staying block per slot (staying_kernel), splits = 0, or, in 16-bit types where the cache
+// holds at least kMinTileRows rows, a block per head (tile_kernel), splits = kTiles.
 constexpr int kTiles = -1;
 template <class S>
 int split_plan(const Args& args, const DeviceLimits& limits) {
   const int64_t heads = args.batch * args.num_heads, rows = args.cache_len;
   const int64_t slots = static_cast<int64_t>(S::kBlocksPerSM) * limits.sm_count;
-  if (heads >= slots) return rows >= kMinTileRows ? kTiles : 0;
+  // The tiles in 16-bit types only: in float32 they read slower than version 9's staying
+  // blocks on both GPUs (log 2026-11-28_5: +1-5% on the H100, +15-21% on the H200).
+  const bool tiles = rows >= kMinTileRows && args.dtype != ElementType::kFloat32;
+  if (heads >= slots) return tiles ? kTiles : 0;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, rows / kMinRowsPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min(slots / heads, most)));
 }
