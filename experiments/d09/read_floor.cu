@@ -1,31 +1,30 @@
 // How fast this GPU reads a decode call's K and V caches, and nothing else: the floor under
-// every decode kernel at that shape. Two ways of reading, each over equal contiguous shares
-// of the caches' bytes (a sequence's rows are contiguous in the (B, S, H x 64) cache, so a
-// share is whole rows of every head; the balance across blocks is perfect at every shape):
+// every decode kernel at that shape, for each way of reading. (A sequence's rows are
+// contiguous in the (B, S, H x 64) cache, each row every head's 64 values.)
 //
 // - read_loads: version 8's loads (16 bytes a thread, `ld.global.nc.L1::no_allocate`),
 //   kUnroll of K and kUnroll of V per thread per step, the next step issued before this
-//   one is consumed: threads x kUnroll x 2 x 16 bytes in flight per block, twice that at
-//   the prefetch.
+//   one is consumed, each block over its own contiguous share of the bytes.
 // - read_bulk: the copy engine (TMA) in one dimension, `cp.async.bulk` of kChunk bytes of K
-//   and kChunk of V per stage into a ring of kStages stages of shared memory, completed on
-//   one mbarrier per stage; thread 0 issues, the block reads each landed stage from shared
-//   memory (as a kernel would compute on it) and frees it. kStages x 2 x kChunk bytes in
-//   flight per block, with no register or thread per byte.
-//
-// Three more keep the loads and change the order (added after the first run, log
-// results/nvidia-h200/experiments/2026-11-28_1_read_floor.log, where neither way above
-// read as fast as cuDNN at large batches, nor as fast as d09's head-by-head reading):
-// - read_windows: a copy's order, every block's step t inside one contiguous window;
+//   and kChunk of V per stage into a ring of kStages stages, completed on one mbarrier per
+//   stage; thread 0 issues, the block reads each landed stage from shared memory and frees
+//   it. Contiguous shares as read_loads.
+// - read_windows: a copy's order, every block's step t inside one contiguous window.
 // - read_chunks: the same in chunks of whole rows (every head of one sequence), the unit a
-//   kernel reading in memory order would take;
+//   kernel reading in memory order would take.
 // - read_heads: version 9's order (a group of lanes per row of one head, rows of a head one
 //   after the other) over equal shares of all the heads' rows: d09's reading, balanced.
+// - read_tiles: cuDNN's schedule (its decode kernel under Nsight Compute): a 128-thread block
+//   per head, 16 KB tiles of K and of V by cp.async in a ring of 2 or 3 stages, a barrier
+//   per tile.
+// The first run (results/nvidia-h200/experiments/2026-11-28_1_read_floor.log) had the first
+// two; the others were added as each run pointed to them.
 //
 // Each warp stores the XOR of the words it read (out[block x warps + warp]), so no load is
 // removed and read_floor.py can check that every word was read once: the XOR of all the
-// stores equals the XOR of K's and V's words. Built by read_floor.py (torch.utils.cpp_extension), which times these
-// beside d09 and PyTorch's kernels with the harness's timer.
+// stores equals the XOR of K's and V's words. Built by read_floor.py
+// (torch.utils.cpp_extension), which times these beside d09 and PyTorch's kernels with the
+// harness's timer.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>

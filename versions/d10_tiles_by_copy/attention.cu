@@ -539,7 +539,8 @@ int split_plan(const Args& args, const DeviceLimits& limits) {
   const int64_t heads = args.batch * args.num_heads, rows = args.cache_len;
   const int64_t slots = static_cast<int64_t>(S::kBlocksPerSM) * limits.sm_count;
   // The tiles in 16-bit types only: in float32 they read slower than version 9's staying
-  // blocks on both GPUs (log 2026-11-28_5: +1-5% on the H100, +15-21% on the H200).
+  // blocks on both GPUs (at 3c4188e398a2: +1-5% on the H100, log 2026-11-28_3; +18-21%
+  // on the H200, log 2026-11-28_5).
   const bool tiles = rows >= kMinTileRows && args.dtype != ElementType::kFloat32;
   if (heads >= slots) return tiles ? kTiles : 0;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, rows / kMinRowsPerSplit));
