@@ -21,18 +21,33 @@ from harness.decode_inputs import random_decode_inputs  # noqa: E402
 from harness.study import GPT2_HEADS  # noqa: E402
 
 
+def positive(text: str) -> int:
+    """--B and --L: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--B", type=int, default=32, help="sequences (default: 32)")
-    parser.add_argument("--L", type=int, default=16384, help="cached rows each (default: 16384)")
+    parser.add_argument("--B", type=positive, default=32, help="sequences (default: 32)")
+    parser.add_argument("--L", type=positive, default=16384, help="cached rows each (default: 16384)")
     parser.add_argument("--backends", default="sdpa-cudnn,d09", help="comma-separated (default: sdpa-cudnn,d09)")
     parser.add_argument("--dtype", default=precision.BFLOAT16, choices=precision.EVERY)
     args = parser.parse_args()
+    try:
+        backends = [registry.get(name) for name in args.backends.split(",")]
+    except registry.UnknownBackendError as err:
+        parser.error(str(err))
     device = torch.device("cuda")
     x = random_decode_inputs(args.B, GPT2_HEADS, args.L, [args.L] * args.B, seed=0, device=device,
                              dtype=precision.torch_dtype(args.dtype))
-    for name in args.backends.split(","):
-        backend = registry.get(name)
+    for backend in backends:
+        name = backend.name
         fn = backend.timed_decode(device, args.dtype)
         for _ in range(3):  # warm-up: cuDNN picks and loads its engine here
             call_decode(backend, fn, x.q, x.k_cache, x.v_cache, x.lengths, x.host_lengths, GPT2_HEADS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What cuDNN's decode kernel is, beside d09's, at batch 32 L=16384 bfloat16 (where cuDNN reads
 # the caches faster than any reading of read_floor.py): Nsight Compute's launch, occupancy,
-# throughput and memory sections, then each kernel's SASS with its memory instructions counted.
+# throughput and memory sections, then both kernels' SASS with their memory instructions counted
+# together (sass_head.txt, returned, has them apart).
 # Output to $OUT/cudnn_profile.log (and the SASS in $OUT/sass_*.txt).
 set -o pipefail
 cd "$(dirname "$0")/../.."
@@ -15,9 +16,8 @@ ncu --clock-control none --profile-from-start off --section LaunchStats --sectio
   python experiments/d09/cudnn_profile.py 2>&1 | grep -v "^==PROF==" | tee -a $log
 ncu --clock-control none --profile-from-start off --section SourceCounters --page source --print-source sass \
   python experiments/d09/cudnn_profile.py > $OUT/sass_all.txt 2>&1
-echo "== SASS: memory and synchronisation instructions per kernel (static counts)" | tee -a $log
-awk '/^  *[A-Za-z_].*\(.*\).*Context/ || /Function Name|^  [a-z_].*\(/ {print "kernel: " $0}
-     {for (i = 1; i <= NF; ++i) if ($i ~ /^(LDG|UTMALDG|UBLKCP|LDGSTS|LDS|SYNCS|BAR|UTMAPF|LDGDEPBAR|CCTL|STG|RED|ATOM)/) {split($i, op, "."); n[op[1]]++; full[$i]++}}
+echo "== SASS: memory and synchronisation instructions of both kernels together (static counts)" | tee -a $log
+awk '{for (i = 1; i <= NF; ++i) if ($i ~ /^(LDG|UTMALDG|UBLKCP|LDGSTS|LDS|SYNCS|BAR|UTMAPF|LDGDEPBAR|CCTL|STG|RED|ATOM)/) {split($i, op, "."); n[op[1]]++; full[$i]++}}
      END {for (o in n) print "  " o, n[o]; for (f in full) print "    " f, full[f]}' $OUT/sass_all.txt | sort | tee -a $log
 head -c 3000000 $OUT/sass_all.txt > $OUT/sass_head.txt && rm $OUT/sass_all.txt
 echo "done at $SECONDS s" | tee -a $log

@@ -9,9 +9,11 @@
 //   and kChunk of V per stage into a ring of kStages stages, completed on one mbarrier per
 //   stage; thread 0 issues, the block reads each landed stage from shared memory and frees
 //   it. Contiguous shares as read_loads.
-// - read_windows: a copy's order, every block's step t inside one contiguous window.
-// - read_chunks: the same in chunks of whole rows (every head of one sequence), the unit a
-//   kernel reading in memory order would take.
+// - read_chunks: a copy's order, every block's step t inside one contiguous window of
+//   gridDim.x chunks: in chunks of one step (`windows`), or of whole rows of every head of one
+//   sequence (`chunks`), the unit a kernel reading in memory order would take. (The logs'
+//   `windows` rows ran an equivalent kernel of their own, read_windows: the same loads in
+//   the same order, a chunk being one step.)
 // - read_heads: version 9's order (a group of lanes per row of one head, rows of a head one
 //   after the other) over equal shares of all the heads' rows: d09's reading, balanced.
 // - read_tiles: cuDNN's schedule (its decode kernel under Nsight Compute): a 128-thread block
@@ -75,30 +77,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) k_now[u] = k_next[u], v_now[u] = v_next[u];
     if (first + kStep < end) fetch(first + kStep);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) x ^= fold(k_now[u]) ^ fold(v_now[u]);
-  }
-  store_xor(x, out);
-}
-
-// The copy's order: step t of every block reads the t-th window of gridDim.x x kStep
-// vectors, block i the i-th kStep of it, so that at each moment the blocks read one
-// contiguous window of the caches (a grid-stride loop, as a copy kernel reads).
-template <int kThreads, int kUnroll>
-__global__ void __launch_bounds__(kThreads)
-    read_windows(const uint4* __restrict__ k, const uint4* __restrict__ v, size_t vectors,
-                 uint32_t* out) {
-  constexpr size_t kStep = size_t(kThreads) * kUnroll;
-  const size_t stride = size_t(gridDim.x) * kStep;
-  uint32_t x = 0;
-  for (size_t first = blockIdx.x * kStep; first < vectors; first += stride) {
-    uint4 k_now[kUnroll], v_now[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const size_t i = first + size_t(u) * kThreads + threadIdx.x;
-      k_now[u] = i < vectors ? load_once(k + i) : make_uint4(0, 0, 0, 0);
-      v_now[u] = i < vectors ? load_once(v + i) : make_uint4(0, 0, 0, 0);
-    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) x ^= fold(k_now[u]) ^ fold(v_now[u]);
   }
@@ -346,14 +324,14 @@ void loads(torch::Tensor k, torch::Tensor v, torch::Tensor out, int64_t threads,
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// read_windows, 256 threads, 4 vectors of K and of V per thread per step, `per_sm` blocks
-// per SM.
+// read_chunks with chunks of one step (256 threads x 4 vectors of K and of V): a copy's
+// order, every block's step t inside one contiguous window; `per_sm` blocks per SM.
 void windows(torch::Tensor k, torch::Tensor v, torch::Tensor out, int64_t per_sm) {
   check_caches(k, v);
-  read_windows<256, 4><<<static_cast<int>(per_sm) * sm_count(), 256, 0,
-                         c10::cuda::getCurrentCUDAStream()>>>(
+  read_chunks<256, 4><<<static_cast<int>(per_sm) * sm_count(), 256, 0,
+                        c10::cuda::getCurrentCUDAStream()>>>(
       static_cast<const uint4*>(k.data_ptr()), static_cast<const uint4*>(v.data_ptr()),
-      k.nbytes() / 16, static_cast<uint32_t*>(out.data_ptr()));
+      k.nbytes() / 16, 256 * 4, static_cast<uint32_t*>(out.data_ptr()));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import Callable
 
@@ -72,6 +71,17 @@ KERNELS = {  # dtype: the kernels timed beside the reads
 }
 
 
+def batch_list(text: str) -> tuple[int, ...]:
+    """--batches: positive ints, comma-separated."""
+    try:
+        batches = tuple(int(b) for b in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch sizes must be comma-separated integers, got {text!r}") from None
+    if not batches or min(batches) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be at least 1, got {text!r}")
+    return batches
+
+
 def build():
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     return load(name="read_floor", sources=[str(Path(__file__).with_suffix(".cu"))],
@@ -93,7 +103,7 @@ def check_reads(ext, device: torch.device, dtype: torch.dtype, out: torch.Tensor
     for r in READS:
         out.zero_()
         r.call(ext, x.k_cache, x.v_cache, out)
-        got = reduce(lambda a, b: a ^ b, (int(w) for w in out.cpu().numpy().view(np.uint32)), 0)
+        got = xor_words(out)
         ok = got == want
         print(f"check {r.name:18s} XOR {got:08x}, caches' {want:08x}: {'ok' if ok else 'FAILED'}")
         if not ok:
@@ -107,10 +117,10 @@ def main() -> int:
                         help="the caches' dtype (default: bfloat16)")
     parser.add_argument("--rounds", type=int, default=2, choices=range(1, 11), metavar="1..10",
                         help="timing rounds, the order alternating (default: 2)")
-    parser.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)),
+    parser.add_argument("--batches", type=batch_list, default=DECODE_BATCHES,
                         help="batch sizes, comma-separated (default: the decode grid's)")
     args = parser.parse_args()
-    batches = [int(b) for b in args.batches.split(",")]
+    batches = args.batches
     device = torch.device("cuda")
     dtype = precision.torch_dtype(args.dtype)
     print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, {args.dtype}, "
