@@ -10,8 +10,12 @@ processes of its own, is not slowed down by one.
 A test names its jobs with @takes(job, ...) (the mark `ahead`) and takes each one's result with
 the `ahead` fixture: ahead(job) waits for a job under way, runs one not yet begun there and then,
 and raises what the job raised, so the test fails as it would have if it had done the work
-itself. tests/conftest.py starts the jobs of the selected tests in their order and runs those
-tests last, so that the jobs have the whole session to run in.
+itself. tests/conftest.py starts the jobs of the selected tests in their order, each as its test
+is collected (or, where -k or the like selects afterwards, as the first test begins), and runs
+those tests last, so that the jobs have the whole session to run in. While it waits for a job under
+way, ahead(job) runs the jobs queued behind it, in their order, in its own thread: at the end
+of a session the main thread, its other tests done, would otherwise leave a core idle while the
+lane works through the last jobs one at a time.
 
 A job is a module-level function of one argument, the Ahead: ahead.tmp(name) gives it a new
 folder, ahead(other_job) another job's result. It must not print (the main thread's test
@@ -51,19 +55,37 @@ class Ahead:
                     self._futures[job] = self._pool.submit(job, self)
 
     def __call__(self, job: Job) -> Any:
-        """The job's result (or its exception, raised), waiting for it if it is under way."""
+        """The job's result (or its exception, raised), waiting for it if it is under way and
+        running the jobs queued behind it meanwhile."""
         with self._lock:
             future = self._futures.get(job)
             here = future is None or future.cancel()  # not begun: run it in this thread
             if here:
-                future = self._futures[job] = futures.Future()
-                future.set_running_or_notify_cancel()
+                future = self._take(job)
         if here:
-            try:
-                future.set_result(job(self))
-            except BaseException as err:  # noqa: BLE001 - handed to whoever takes the result
-                future.set_exception(err)
+            self._run(job, future)
+        while not future.done():
+            with self._lock:  # the next job not begun, taken from the lane
+                queued = next((other for other, waiting in self._futures.items() if waiting.cancel()), None)
+                taken = self._take(queued) if queued is not None else None
+            if taken is None:
+                break
+            self._run(queued, taken)
         return future.result()
+
+    def _take(self, job: Job) -> futures.Future:
+        """A future for `job` run in the calling thread, in place of the lane's (under the lock)."""
+        future = self._futures[job] = futures.Future()
+        future.set_running_or_notify_cancel()
+        return future
+
+    def _run(self, job: Job, future: futures.Future) -> None:
+        try:
+            future.set_result(job(self))
+        except BaseException as err:  # noqa: BLE001 - handed to whoever takes the result
+            future.set_exception(err)
+            if isinstance(err, KeyboardInterrupt):  # Ctrl-C in a job run for another: it stops the session
+                raise
 
     def tmp(self, name: str) -> Path:
         return self._tmp_path_factory.mktemp(name)

@@ -1,9 +1,10 @@
 """Shared fixtures. Tests marked `gpu` are deselected where no CUDA device exists (the summary
 counts them): thousands of parametrized GPU checks would otherwise each be set up and skipped.
-Tests marked `ahead` run last, their jobs started in the background as the session begins
+Tests marked `ahead` run last, their jobs started in the background as they are collected
 (tests/ahead.py)."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Iterator
 
@@ -14,6 +15,13 @@ from backends import registry
 from backends.registry import Target
 from tests.ahead import Ahead, jobs_of
 
+# The collector's young generation 20,000 objects instead of 700, and a full collection after 20
+# of the middle one's instead of 10. The session holds millions of objects (the collected tests,
+# torch, every results row read), which each full collection walked: 20 of them, with the young
+# ones, took 8-9 s of the main thread's ~90 (2 cores), for 2 s now; the largest the process
+# grows is 1.6 GB either way. No test calls or inspects the collector.
+gc.set_threshold(20_000, 20, 20)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu = [item for item in items if "gpu" in item.keywords] if not torch.cuda.is_available() else []
@@ -23,11 +31,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("ahead") is not None)  # stable: the rest keep their order
 
 
+LANE = pytest.StashKey[Ahead]()
+
+
+def _lane(config: pytest.Config) -> Ahead:
+    """The session's lane (tests/ahead.py), made on first use; its folders come from the
+    session's own tmp_path_factory (config._tmp_path_factory: what the fixture returns)."""
+    if LANE not in config.stash:
+        config.stash[LANE] = Ahead(config._tmp_path_factory)  # type: ignore[attr-defined]
+    return config.stash[LANE]
+
+
+def _selects_after_collecting(config: pytest.Config) -> bool:
+    """Whether tests collected may yet be left out (-k, -m, --deselect, --lf, --sw), or none run
+    (--collect-only): then no job starts before the selection is known."""
+    option = config.option
+    return bool(option.keyword or option.markexpr or option.deselect or option.collectonly
+                or getattr(option, "lf", False) or getattr(option, "stepwise", False))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test's jobs start as it is collected, while the rest of the suite is (seconds of one
+    core importing and building the tests, the other idle), unless the selection may leave the
+    test out."""
+    if not _selects_after_collecting(item.config):
+        _lane(item.config).start(jobs_of([item]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if LANE in config.stash:  # a session that ended before its first test (a collection error)
+        config.stash[LANE].close()
+
+
 @pytest.fixture(scope="session", autouse=True)
-def ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ahead]:
-    """The jobs of the selected tests' `ahead` marks, started as the first test begins;
-    ahead(job) is a job's result (tests/ahead.py)."""
-    lane = Ahead(tmp_path_factory)
+def ahead(request: pytest.FixtureRequest) -> Iterator[Ahead]:
+    """The jobs of the selected tests' `ahead` marks, started as each test is collected (or,
+    where -k or the like selects afterwards, as the first test begins); ahead(job) is a job's
+    result (tests/ahead.py)."""
+    lane = _lane(request.config)
     lane.start(jobs_of(request.session.items))
     yield lane
     lane.close()
@@ -100,6 +141,9 @@ def attention_or_skip():
     return attention
 
 
+FIXTURE_RESULTS = Path(__file__).parent / "fixtures" / "results"
+
+
 @pytest.fixture(scope="session")
 def committed_results() -> list:
     """The committed results/ folder's GPUs, read once for the session."""
@@ -108,14 +152,29 @@ def committed_results() -> list:
     return load_all(registry.PROJECT_ROOT / "results")
 
 
+@pytest.fixture(scope="session")
+def fixture_results() -> list:
+    """tests/fixtures/results' GPUs (GPU A, then GPU B), read once for the session: several
+    modules read them, none changes them (a changed copy is a dataclasses.replace)."""
+    from harness.tables import load_all
+
+    return load_all(FIXTURE_RESULTS)
+
+
+def read_once(monkeypatch: pytest.MonkeyPatch, folder: Path, loaded: list) -> None:
+    """`python -m harness report` and `plot`, while monkeypatch holds, take `folder`'s results
+    from `loaded` (what tables.load_all read of it) instead of reading its files again; any
+    other folder is read as usual. Nothing in the report or the plots changes the results it is
+    given."""
+    from harness import tables
+
+    read, folder = tables.load_all, folder.resolve()
+    monkeypatch.setattr(tables, "load_all", lambda path: loaded if Path(path).resolve() == folder else read(path))
+
+
 @pytest.fixture
 def committed_results_read_once(committed_results, monkeypatch) -> None:
     """`python -m harness report` (and plot) in this test take the committed results/ from
     `committed_results` instead of reading its files again (a second or two each time, for the
-    tests that report them more than once); any other folder is read as usual. Nothing in the
-    report changes the results it is given."""
-    from harness import tables
-
-    read, committed = tables.load_all, (registry.PROJECT_ROOT / "results").resolve()
-    monkeypatch.setattr(tables, "load_all",
-                        lambda folder: committed_results if Path(folder).resolve() == committed else read(folder))
+    tests that report them more than once)."""
+    read_once(monkeypatch, registry.PROJECT_ROOT / "results", committed_results)

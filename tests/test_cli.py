@@ -156,13 +156,22 @@ def test_ctrl_c_says_interrupted(monkeypatch, capsys):
     assert err.strip() == "python -m gpt2: interrupted"
 
 
+TINY_MODEL = """
+import sys, transformers
+transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)) \\
+    .save_pretrained(sys.argv[1])
+"""
+
+
 def tiny_model(ahead: Ahead) -> str:
     """A GPT-2 of 2 layers and width 128 saved as Hugging Face does; made once (a job: the
-    smoke test of `python -m gpt2` below takes it ahead)."""
-    transformers = pytest.importorskip("transformers")
+    smoke test of `python -m gpt2` below takes it ahead), in a child process: importing
+    transformers' GPT-2 is seconds of Python, which in the lane's thread held the interpreter's
+    lock against the tests running beside it."""
+    pytest.importorskip("transformers")
     directory = ahead.tmp("tiny-gpt2")
-    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=128, n_positions=64)) \
-        .save_pretrained(directory)
+    made = subprocess.run([sys.executable, "-c", TINY_MODEL, str(directory)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
     return str(directory)
 
 

@@ -7,15 +7,15 @@ import statistics
 import pytest
 
 from harness.one_run import add_run_arguments, copy_rate, load_run
-from harness.tables import load
 from tests.scripts import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "results"
 GPU_A = "fixture-gpu-a-synthetic-numbers"
 
 
-def test_copy_rate_is_the_median_of_that_commits_decode_rows_and_none_elsewhere():
-    r = load(GPU_A, FIXTURES)
+def test_copy_rate_is_the_median_of_that_commits_decode_rows_and_none_elsewhere(fixture_results):
+    r = fixture_results[0]  # GPU A, as read once for the session (tests/conftest.py)
+    assert r.slug == GPU_A
     commit = r.measured_decode[0].provenance.commit
     rates = [x.hbm_gbps for x in r.measured_decode if x.provenance.commit == commit and x.hbm_gbps]
     assert rates and copy_rate(r, commit) == statistics.median(rates)

@@ -37,6 +37,7 @@ from harness.study import (DECODE_NOTE_SHAPES, HEADLINE_SHAPES, HEADLINE_TOKENS,
                            QUICK_TOKEN_COUNTS, VERSION_NOTE_SHAPES)
 from harness.tables import baselines, load, load_all, name_ranges, original_setup, prefill_backends, tracks
 from tests.ahead import Ahead, takes
+from tests.conftest import read_once
 from tests.scripts import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -91,16 +92,23 @@ def quick_sweep(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gpus() -> list:
-    """Both fixture GPUs' results, loaded once (GPU A first)."""
-    found = load_all(RESULTS)
-    assert found[0].slug == GPU_A
-    return found
+def gpus(fixture_results) -> list:
+    """Both fixture GPUs' results, loaded once for the session (GPU A first)."""
+    assert [r.slug for r in fixture_results] == [GPU_A, "fixture-gpu-b-synthetic-numbers"]
+    return fixture_results
 
 
 @pytest.fixture(scope="module")
 def f32_results(tmp_path_factory) -> Path:
     return float32_only(tmp_path_factory.mktemp("float32-only"))
+
+
+@pytest.fixture(scope="module")
+def f32_gpus(f32_results) -> list:
+    """Both GPUs' results in `f32_results`, loaded once (GPU A first)."""
+    found = load_all(f32_results)
+    assert found[0].slug == GPU_A
+    return found
 
 
 def fixtures_written_afresh(ahead: Ahead) -> list[Path]:
@@ -170,10 +178,10 @@ def test_every_figure_is_drawn_and_every_text_lies_inside_the_canvas(drawn):
         assert not _outside(fig), (name, _outside(fig))
 
 
-def test_float32_only_results_draw_no_half_precision_panels(f32_results):
+def test_float32_only_results_draw_no_half_precision_panels(f32_gpus):
     """Without half-precision rows: no precision-cost figure, one row of panels per figure,
     and still nothing outside the canvas."""
-    gpus = load_all(f32_results)
+    gpus = f32_gpus
     figures = {name: draw(gpus[0]) for name, draw in FIGURES.items()}
     assert figures.pop("precision_cost.png") is None
     figures[GPU_COMPARISON] = gpu_comparison(gpus)
@@ -309,8 +317,8 @@ def test_each_precision_has_its_own_section_reference_and_peak(gpus):
         assert f"| `{version}` |" not in float32
 
 
-def test_float32_only_results_have_no_half_precision_section(f32_results):
-    section = page(load(GPU_A, f32_results), f32_results)
+def test_float32_only_results_have_no_half_precision_section(f32_results, f32_gpus):
+    section = page(f32_gpus[0], f32_results)
     assert "## float32" in section and "Half precision" not in section and "sdpa-cudnn`: not avail" in section
 
 
@@ -325,7 +333,7 @@ def test_sweep_wall_time_comes_from_stages_csv(gpus):
     assert "2026-01-02" not in section and "| 99 |" not in section
     commit = gpus[0].stages[0].provenance.commit
     assert f"full sweep of `all` in `all` at `{commit}`: 572 s (9.5 minutes) in 2 runs." in section
-    other = page(load("fixture-gpu-b-synthetic-numbers", RESULTS))
+    other = page(gpus[1])
     assert "Sweep wall time" not in other
 
 
@@ -409,29 +417,29 @@ def test_a_half_version_is_read_against_its_parent_in_its_own_dtype(gpus):
     assert f"| {v17:.1f} |" in text
 
 
-def test_a_version_without_rows_is_not_measured(f32_results):
-    assert version_section(load(GPU_A, f32_results), registry.get(HALF_TRACK.versions[0])) is None
+def test_a_version_without_rows_is_not_measured(f32_gpus):
+    assert version_section(f32_gpus[0], registry.get(HALF_TRACK.versions[0])) is None
 
 
 # -- the README ------------------------------------------------------------------------------
-def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results, gpus):
+def test_headline_has_both_tracks_when_half_rows_exist_and_float32_alone_otherwise(f32_results, f32_gpus, gpus):
     full = headline(gpus)
     last_full, last_half = FULL_TRACK.versions[-1], HALF_TRACK.versions[-1]
     assert f"PyTorch's fastest in `{last_half}`'s run, bfloat16" in full
     assert f"PyTorch's fastest in `{last_full}`'s run, float32" in full
     assert f"`{FULL_TRACK.versions[0]}`: the first step, float32" in full
     assert f"`{last_full}`: the last step, float32" in full and f"`{last_half}`: the last step, bfloat16" in full
-    only = headline(load_all(f32_results), f32_results)
+    only = headline(f32_gpus, f32_results)
     assert f"PyTorch's fastest in `{last_full}`'s run, float32" in only and "bfloat16" not in only
     for version in HALF_TRACK.versions:
         assert f"`{version}`" not in only
 
 
 @pytest.mark.parametrize("with_half", [True, False])
-def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, f32_results):
-    results = RESULTS if with_half else f32_results
+def test_the_readme_reads_right_with_and_without_half_precision_rows(with_half, f32_results, f32_gpus, gpus):
+    results, loaded = (RESULTS, gpus) if with_half else (f32_results, f32_gpus)
     stale = replace_block(README.read_text(), "tracks", "stale")  # what a new version leaves behind
-    text = readme_text(stale, load_all(results), Path("plots"), results, README)
+    text = readme_text(stale, loaded, Path("plots"), results, README)
     for name in ("tracks", "headline", "versions", "results", "provenance"):
         assert text.count(f"<!-- BEGIN GENERATED: {name} -->") == 1
     for track in tracks():  # the introduction names each track's newest step
@@ -493,7 +501,8 @@ def test_the_committed_results_read_with_the_current_schema(committed_results):
         assert r.e2e and all(original_setup(x) for x in r.e2e), r.slug
 
 
-def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys):
+def test_report_of_another_results_folder_leaves_the_readme_alone(tmp_path, capsys, monkeypatch, gpus):
+    read_once(monkeypatch, RESULTS, gpus)  # the fixtures as `gpus` read them, not read again
     before = README.read_text()
     out = tmp_path / "report.md"
     assert harness_cli.main(["report", "--results-dir", str(RESULTS), "--plots-dir", str(tmp_path),
@@ -578,7 +587,7 @@ FIXTURE_SCRIPT = load_script("tests/fixtures/make_fixtures.py")
 
 
 @pytest.fixture(scope="module")
-def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
+def plotted_per_dtype(tmp_path_factory, gpus) -> tuple[Path, str, dict[str, object]]:
     """`harness plot` of the fixtures with the per-dtype figures alone (the other figures left
     out, and the prefill grid's drawn small: they have tests of their own, the grid's in
     test_prefill_grid.py): the plots folder, what it printed, and each figure it saved, by file
@@ -595,6 +604,7 @@ def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
 
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patched, contextlib.redirect_stdout(printed):
+        read_once(patched, RESULTS, gpus)  # the fixtures as `gpus` read them, not read again
         patched.setattr(plots, "FIGURES", {})
         patched.setattr(plots, "gpu_comparison", lambda gpus: None)
         patched.setattr(plots, "save", save)
@@ -604,11 +614,11 @@ def plotted_per_dtype(tmp_path_factory) -> tuple[Path, str, dict[str, object]]:
     return plots_dir, printed.getvalue(), saved
 
 
-def test_per_dtype_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(plotted_per_dtype):
+def test_per_dtype_figures_are_written_for_gpu_a_and_skipped_with_a_message_for_gpu_b(plotted_per_dtype, gpus):
     """`harness plot` draws decode_<dtype>.png, kv_cache_<dtype>.png and prefill_grid_<dtype>.png
     for each dtype GPU A has their rows in, none for GPU B, and says why for GPU B."""
     plots_dir, out, _ = plotted_per_dtype
-    a = load(GPU_A, RESULTS)
+    a = gpus[0]
     expected = ({f"decode_{d}.png" for d in a.decode_dtypes()} | {f"kv_cache_{d}.png" for d in a.kv_dtypes()}
                 | {f"prefill_grid_{d}.png" for d in grid_dtypes(a)})
     assert {p.name for p in (plots_dir / GPU_A).iterdir()} == expected
@@ -772,13 +782,13 @@ def test_a_decode_block_goes_at_the_end_of_the_notes_and_replaces_itself(gpus):
     assert replace_block(once, "measured", decode_version_section(gpus, version)) == once
 
 
-def test_an_earlier_step_is_named_faster_only_beyond_the_spread_of_the_replays():
+def test_an_earlier_step_is_named_faster_only_beyond_the_spread_of_the_replays(gpus):
     """The headline's 'Where an earlier step is faster than the last' sentence: h23 and h24 run
     the same narrow kernel at B=1 T=512, and rows of different runs differ by a few percent, so
     a median 2% lower inside the other row's spread names no faster step; one whose slowest
     replay is under the last's fastest does."""
     from harness.report import beyond_spread
-    r = load("fixture-gpu-a-synthetic-numbers", RESULTS)
+    r = gpus[0]
     last = next(row for row in r.measured_kernels if row.us_device_min and row.us_device_max)
     lo, hi = last.us_device_min, last.us_device_max
     inside = dataclasses.replace(last, us_device_median=0.98 * last.us_device_median, us_device_max=hi)

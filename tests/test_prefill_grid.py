@@ -34,7 +34,7 @@ from harness.plots import skipped
 from harness.report import Context, results_block
 from harness.results import KERNELS, OK, done
 from harness.study import GPT2_HEADS, GRID_SHAPES, GRID_SMALL_SHAPES, GRID_WIDE_SHAPES, KERNEL_SHAPES, Shape
-from harness.tables import GpuResults, baselines, load, load_all, tracks
+from harness.tables import GpuResults, baselines, load, tracks
 from tests.scripts import load_script
 from tests.test_plots_report import GPU_A, GPU_B, RESULTS, _outside, page, subset
 
@@ -173,8 +173,10 @@ def test_bench_kernels_refuses_what_measures_no_grid_before_looking_for_a_gpu(ca
 
 # -- the summary ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def gpus() -> list[GpuResults]:
-    return load_all(RESULTS)
+def gpus(fixture_results) -> list[GpuResults]:
+    """The fixtures' GPUs, as read once for the session (tests/conftest.py)."""
+    assert [r.slug for r in fixture_results] == [GPU_A, GPU_B]
+    return fixture_results
 
 
 def independent_ratios(r: GpuResults, version: str, dtype: str) -> dict[Shape, float]:

@@ -49,10 +49,10 @@ def _again(row: KernelRow | E2ERow, factor: float, run: tuple[str, str]) -> Kern
 
 
 @pytest.fixture(scope="module")
-def remeasured(tmp_path_factory) -> GpuResults:
+def remeasured(tmp_path_factory, original) -> GpuResults:
     out = tmp_path_factory.mktemp("remeasured")
     shutil.copytree(RESULTS / GPU_A, out / GPU_A)
-    before = load(GPU_A, out)
+    before = original  # what the copy holds before the rows below are appended
     kernels, e2e = KERNELS.path(out, GPU_A), E2E.path(out, GPU_A)
     for row in before.kernels:
         if row.backend == EFFICIENT and row.dtype == FLOAT32:
@@ -68,8 +68,10 @@ def remeasured(tmp_path_factory) -> GpuResults:
 
 
 @pytest.fixture(scope="module")
-def original() -> GpuResults:
-    return load(GPU_A, RESULTS)
+def original(fixture_results) -> GpuResults:
+    """GPU A of the fixtures, as read once for the session (tests/conftest.py)."""
+    assert fixture_results[0].slug == GPU_A
+    return fixture_results[0]
 
 
 def _fastest(r: GpuResults, shape, dtype: str) -> KernelRow:

@@ -5,6 +5,7 @@ on stand-ins. (The CLI's refusals without a GPU are in test_cli.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -188,35 +189,51 @@ def test_time_table_gives_the_median_over_rounds_and_the_ratio_to_the_reference(
 
 
 # `python -m harness try --compile-only` as a job (tests/ahead.py): nvcc's seconds spent in the
-# background while the other tests run. Its variants' folders go under the job's own folder
-# (variants.VARIANTS_DIR, set as a test would patch it), not build/variants/.
+# background while the other tests run. Both runs below in one child process (one start and one
+# import of torch, not two), each with its own output, status and variants' folder under the
+# job's own (variants.VARIANTS_DIR, set as a test would patch it), not build/variants/.
 TRY = """
-import sys
+import contextlib, io, json, sys
 from pathlib import Path
 from harness import cli, variants
 
-variants.VARIANTS_DIR = Path(sys.argv[1])
-sys.exit(cli.main(["try", "--compile-only", *sys.argv[2:]]))
+runs = []
+for folder, *args in json.loads(sys.argv[1]):
+    variants.VARIANTS_DIR = Path(folder)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(["try", "--compile-only", *args])
+    runs.append((status, out.getvalue(), err.getvalue()))
+print(json.dumps(runs))
 """
 
 
-def try_compile_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", TRY, str(folder), *args], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=600)
-
-
-def chain_compiled(ahead: Ahead) -> tuple[subprocess.CompletedProcess, str]:
-    """v16 with the K-float2 and pipeline patches, compiled for sm_90 with a log: what it printed
-    and what the log holds."""
+def tries_compiled(ahead: Ahead) -> dict[str, tuple[subprocess.CompletedProcess, str]]:
+    """Each run of `try --compile-only` by name: what it printed (stdout), said (stderr) and
+    returned (returncode), and what its log holds ("" without --log). "chain": v16 with the
+    K-float2 and pipeline patches, compiled for sm_90 with a log; "wgmma": the wgmma candidates
+    for sm_90a."""
     folder = ahead.tmp("try")
-    log = folder / "try.log"
-    return try_compile_only(folder, "--log", str(log), f"v16p=v16+{K_FLOAT2}+{PIPELINE}"), log.read_text()
+    runs = {"chain": ["--log", str(folder / "chain" / "try.log"), f"v16p=v16+{K_FLOAT2}+{PIPELINE}"],
+            "wgmma": ["--arch", "sm_90a", f"v16w=v16+{WGMMA}", f"v16w2=v16+{WGMMA}+{WGMMA_SPLIT}"]}
+    for name in runs:
+        (folder / name).mkdir()
+    proc = subprocess.run([sys.executable, "-c", TRY, json.dumps([[str(folder / name), *args]
+                                                                  for name, args in runs.items()])],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr  # a traceback outside `try`'s main
+    done = {}
+    for (name, args), (status, out, err) in zip(runs.items(), json.loads(proc.stdout)):
+        log = folder / name / "try.log"
+        done[name] = (subprocess.CompletedProcess(["try", "--compile-only", *args], status, out, err),
+                      log.read_text() if log.exists() else "")
+    return done
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
-@takes(chain_compiled)
+@takes(tries_compiled)
 def test_try_compile_only_reports_the_variant_and_its_version(ahead):
-    proc, logged = ahead(chain_compiled)
+    proc, logged = ahead(tries_compiled)["chain"]
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
@@ -225,15 +242,10 @@ def test_try_compile_only_reports_the_variant_and_its_version(ahead):
     assert logged == out  # everything printed is in the log
 
 
-def wgmma_candidates_compiled(ahead: Ahead) -> subprocess.CompletedProcess:
-    return try_compile_only(ahead.tmp("try-wgmma"), "--arch", "sm_90a", f"v16w=v16+{WGMMA}",
-                            f"v16w2=v16+{WGMMA}+{WGMMA_SPLIT}")
-
-
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: the compile report needs the CUDA toolkit")
-@takes(wgmma_candidates_compiled)
+@takes(tries_compiled)
 def test_the_wgmma_candidates_compile_for_sm_90a_without_spills(ahead):
-    proc = ahead(wgmma_candidates_compiled)
+    proc, _ = ahead(tries_compiled)["wgmma"]
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
     for name in ("v16w", "v16w2"):  # wgmma exists only in sm_90a
@@ -241,12 +253,14 @@ def test_the_wgmma_candidates_compile_for_sm_90a_without_spills(ahead):
 
 
 def wgmma_probe_compiled(ahead: Ahead) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    """nvcc on the probe for sm_90a and for plain sm_90: a job (tests/ahead.py), run in the
-    background while the other tests run."""
+    """nvcc on the probe for sm_90a and for plain sm_90, both at once: a job (tests/ahead.py),
+    run in the background while the other tests run."""
     nvcc, out = str(find_nvcc()), ahead.tmp("wgmma-probe")
-    return tuple(subprocess.run([nvcc, "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-c", "-o",
-                                 str(out / f"{arch}.o"), str(WGMMA_PROBE)], capture_output=True, text=True)
-                 for arch in ("90a", "90"))
+    commands = [[nvcc, "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-c", "-o", str(out / f"{arch}.o"),
+                 str(WGMMA_PROBE)] for arch in ("90a", "90")]
+    running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    said = [p.communicate() for p in running]  # (stdout, stderr), the process waited for
+    return tuple(subprocess.CompletedProcess(c, p.returncode, *s) for c, p, s in zip(commands, running, said))
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
