@@ -14,6 +14,7 @@ from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 from backends import precision, registry
 from backends.environment import Provenance
 from gpt2.modes import KV_CACHE, RECOMPUTE
+from harness import kernel_plan
 from harness.markdown import DASH
 from harness.results import (CORRECTNESS, DECODE_CORRECTNESS, DECODE_TIMES, E2E, KERNELS, STAGES, CorrectnessRow,
                              DecodeCorrectnessRow, DecodeRow, E2ERow, KernelRow, ResultsFileError, StageRow, Table,
@@ -487,6 +488,27 @@ def _not_measured(rows: Iterable[KernelRow | E2ERow | DecodeRow]) -> dict[tuple[
     return found
 
 
+def superseded_left_out(kernels: list[KernelRow]) -> list[KernelRow]:
+    """The kernel rows the tables show: a version that was its track's last keeps its rows at
+    the prefill grid's shapes in kernels.csv, but out of the tables (and so out of the
+    provenance) once a later version of its track has a row at that shape and dtype: the
+    full benchmark (harness/kernel_plan.py) no longer measures it there. A GPU whose sweeps
+    predate the later version still shows the earlier one's grid."""
+    measured = {(r.backend, r.dtype, r.shape) for r in kernels}
+
+    def superseded(row: KernelRow) -> bool:
+        if row.backend not in registry.names():
+            return False  # a name the registry no longer has: nothing says it is not wanted
+        backend = registry.get(row.backend)
+        if not backend.is_version or kernel_plan.FULL.measures(backend, row.shape):
+            return False
+        track = registry.track_of(backend)
+        later = track[track.index(backend) + 1:]
+        return any((v.name, row.dtype, row.shape) in measured for v in later)
+
+    return [r for r in kernels if not superseded(r)]
+
+
 def _latest(rows: list[R], table: Table[R]) -> list[R]:
     newest: dict[tuple, R] = {}
     for row in sorted(rows, key=lambda r: r.provenance.date):
@@ -505,7 +527,7 @@ def load(slug: str, results_dir: Path) -> GpuResults:
         problems += read.problems
         every[table.file_name] = read.rows
         loaded[table.file_name] = _latest(read.rows, table)
-    kernels: list[KernelRow] = loaded[KERNELS.file_name]
+    kernels: list[KernelRow] = superseded_left_out(loaded[KERNELS.file_name])
     e2e_every_mode: list[E2ERow] = loaded[E2E.file_name]
     decode: list[DecodeRow] = loaded[DECODE_TIMES.file_name]
     e2e = [r for r in e2e_every_mode if original_setup(r)]

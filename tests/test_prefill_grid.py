@@ -240,6 +240,31 @@ def test_a_summary_without_ratios_has_no_worst_and_blank_cells_are_left_out():
     assert empty.worst() is None and empty.geomean() is None
 
 
+def test_an_earlier_versions_grid_rows_leave_the_tables_once_the_last_version_has_them(tmp_path):
+    """The grid row of a version that was its track's last (an older commit's) is not shown,
+    nor counted in the provenance, where the track's last version has a row at that shape; it
+    is where the last has none (a GPU whose sweeps predate it)."""
+    half, (_, dtype, shape, _) = FIXTURES.HALF_LAST, FIXTURES.GRID_SLOWER
+    earlier = registry.track_of(registry.get(half))[-2].name
+    assert shape not in KERNEL_SHAPES and not FULL.measures(registry.get(earlier), shape)
+
+    last = next(x for x in KERNELS.read(KERNELS.path(RESULTS, GPU_A)).rows
+                if (x.backend, x.dtype, x.shape) == (half, dtype, shape))
+
+    def with_earlier_row(results: Path) -> Path:
+        KERNELS.append(KERNELS.path(results, GPU_A), dataclasses.replace(
+            last, backend=earlier, provenance=dataclasses.replace(last.provenance, commit="earlier-sweep",
+                                                                  date="2026-01-02T00:00:00Z")))
+        return results
+
+    shown = load(GPU_A, with_earlier_row(subset(tmp_path / "a", lambda *_: True)))
+    assert (earlier, dtype, shape) not in {(x.backend, x.dtype, x.shape) for x in shown.kernels}
+    assert "earlier-sweep" not in [commit for commit, _, _ in shown.commits()]
+    lagging = load(GPU_A, with_earlier_row(subset(tmp_path / "b", lambda name, row: not (
+        name == "kernels.csv" and row["backend"] == half and (int(row["B"]), int(row["T"])) == (shape.B, shape.T)))))
+    assert (earlier, dtype, shape) in {(x.backend, x.dtype, x.shape) for x in lagging.kernels}
+
+
 def test_the_grid_version_is_the_last_with_rows_at_the_grids_own_shapes(tmp_path):
     """A GPU whose grid rows are of an earlier version shows that version; without any, nothing."""
     half = FIXTURES.HALF_LAST
