@@ -60,3 +60,24 @@ def test_one_item_of_one_size_is_summarised_without_a_fit(timeline, tmp_path, ca
     path.write_text("TL 0 0 0 4 1000 500 4900 5000\n")
     assert timeline.main([str(path)]) == 0
     assert "every item has 4 tiles, so no fit (median 4,000)" in capsys.readouterr().out
+
+
+def test_q_wait_lines_add_the_first_warpgroups_wait_and_part(timeline, tmp_path, capsys):
+    """h24t_1's "TQ" lines: each item's start minus the clock before the Q wait, and the first
+    warpgroup's end minus the start; a launch's items without them are refused."""
+    text = synthetic(fixed=3_000, per_tile=2_700, first_launch_per_tile=9_999)
+    starts = {int(line.split()[1]): int(line.split()[5]) for line in text.splitlines()}  # the last launch's
+    q_lines = [f"TQ {k} {start - 400 - 10 * k} {start + 1_500}" for k, start in starts.items()]
+    path = tmp_path / "t.txt"
+    path.write_text(text + "\n".join(q_lines) + "\n")
+    assert timeline.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    waits = sorted(400 + 10 * k for k in starts)
+    assert f"waiting for the item's Q (its wait to the Q landed), cycles: median {(waits[5] + waits[6]) / 2:,.0f}" in out
+    assert "(the Q landed to its last S done), cycles: median 1,500" in out, out
+    path.write_text(text + "\n".join(q_lines[:5]) + "\n")
+    with pytest.raises(SystemExit, match="'TQ' lines for 5 of the last launch's 12 items"):
+        timeline.main([str(path)])
+    path.write_text(text + "TQ 1 2\n")
+    with pytest.raises(SystemExit, match="expected 'TQ' and 3 integers"):
+        timeline.main([str(path)])

@@ -9,6 +9,11 @@ each launch): where a persistent block's SM time goes, item by item.
 Only the last launch in each file is read (its items are the last ones printed). Clock
 readings are SM cycles, comparable within a block (one block per SM); the global timer (ns)
 places the items of different blocks.
+
+A timeline may also print "TQ k clock_before_q_wait clock_wg0_end" per item
+(experiments/h24/h24t_1_item_timeline.patch, where an item's start is the first warpgroup's
+clock once the item's Q has landed): then the summary adds how long that warpgroup waited for
+the Q, and its own part of the item.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Sequence
 
 
 FIELDS = 8  # k, block, q, n, clock_start, ns_start, clock_wg1_done, clock_wg2_done
+Q_FIELDS = 3  # k, clock_before_q_wait, clock_wg0_done (optional "TQ" lines)
 # Cycles per ns where a block ran one item and its clock cannot be mapped to the global
 # timer: an H100's clock under this load (1.76-1.79 GHz in the timelines).
 FALLBACK_GHZ = 1.77
@@ -41,6 +47,30 @@ def read_last_launch(path: Path) -> list[tuple[int, ...]]:
     if not starts:
         raise SystemExit(f"{path}: no line for item 0, so no launch starts here (is the file cut?)")
     return rows[starts[-1]:]
+
+
+def read_q_waits(path: Path) -> dict[int, tuple[int, int]]:
+    """Item k -> (clock before the first warpgroup waited for its Q, that warpgroup's end), from
+    the "TQ" lines; a later launch's line for k replaces an earlier one's."""
+    found = {}
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.startswith("TQ "):
+            continue
+        fields = line.split()[1:]
+        if len(fields) != Q_FIELDS or not all(f.lstrip("-").isdigit() for f in fields):
+            raise SystemExit(f"{path}:{number}: expected 'TQ' and {Q_FIELDS} integers, got {line!r}")
+        k, before, end = (int(f) for f in fields)
+        found[k] = (before, end)
+    return found
+
+
+def _spread(values: Sequence[float]) -> str:
+    """'median M, 10% A, 90% B' (the quantiles only from two values on)."""
+    text = f"median {statistics.median(values):,.0f}"
+    if len(values) >= 2:
+        q = statistics.quantiles(values, n=10)
+        text += f", 10% {q[0]:,.0f}, 90% {q[-1]:,.0f}"
+    return text
 
 
 def summarise(path: Path) -> None:
@@ -98,6 +128,15 @@ def summarise(path: Path) -> None:
         quarters.append(f"{statistics.median(per_tile) / 1000:.2f}" if per_tile else "-")
     print(f"  µs per tile of items of 8 or more tiles, by the quarter of the run they start in: "
           f"{' / '.join(quarters)}")
+    if q_waits := read_q_waits(path):
+        starts = {k: c0 for k, _, _, _, c0, *_ in rows}
+        mine = [k for k in starts if k in q_waits]
+        if len(mine) < len(starts):
+            raise SystemExit(f"{path}: 'TQ' lines for {len(mine)} of the last launch's {len(starts)} items")
+        print(f"  first warpgroup waiting for the item's Q (its wait to the Q landed), cycles: "
+              f"{_spread([starts[k] - q_waits[k][0] for k in mine])}")
+        print(f"  first warpgroup's part of the item (the Q landed to its last S done), cycles: "
+              f"{_spread([q_waits[k][1] - starts[k] for k in mine])}")
     for n in sorted(set(tiles)):
         ds = [d for d, m in zip(durations, tiles) if m == n]
         print(f"    {n:3d} tiles: {len(ds):5d} items, median {statistics.median(ds):9,.0f} cycles, "
