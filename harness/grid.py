@@ -79,18 +79,33 @@ class GridSummary:
         return tuple(self.cell(s) for s in GRID_WIDE_SHAPES)
 
 
-def grid_version(r: GpuResults, track: Track, dtype: str, commit: str | None = None) -> str | None:
+def _rows(r: GpuResults, commit: str | None) -> list[KernelRow]:
+    """The rows a grid is drawn from: the tables' (the latest of each measurement), or every
+    measured row of one sweep's `commit`, the latest of each (a later version's grid may have
+    taken the tables' place, and a later sweep may have measured the same shapes again)."""
+    if commit is None:
+        return r.kernels
+    newest: dict[tuple[str, str, Shape], KernelRow] = {}
+    for x in sorted((x for x in r.measured_kernels if x.provenance.commit == commit), key=lambda x: x.provenance.date):
+        newest[(x.backend, x.dtype, x.shape)] = x
+    return list(newest.values())
+
+
+def grid_version(r: GpuResults, track: Track, dtype: str, commit: str | None = None,
+                 rows: list[KernelRow] | None = None) -> str | None:
     """The last of the track's versions with a row at one of the grid's own shapes in `dtype`
     (measured at `commit`, if given: the grid of one sweep, after later versions were added)."""
-    own = [x for x in r.kernels if x.shape in GRID_OWN_SHAPES and commit in (None, x.provenance.commit)]
+    own = [x for x in (rows if rows is not None else _rows(r, commit)) if x.shape in GRID_OWN_SHAPES]
     return r.last_measured(track.versions, dtype, own)
 
 
 def grid_summary(r: GpuResults, track: Track, dtype: str, commit: str | None = None) -> GridSummary:
-    version = grid_version(r, track, dtype, commit)
+    rows = _rows(r, commit)
+    version = grid_version(r, track, dtype, commit, rows)
+    found = {(x.backend, x.dtype, x.shape): x for x in rows}
     cells = []
     for shape in GRID_SHAPES:
-        row = r.kernel(version, shape, dtype) if version else None
+        row = found.get((version, dtype, shape)) if version else None
         ratio, reference = r.kernel_vs_fastest(row)
         cells.append(GridCell(shape, row, ratio, reference))
     return GridSummary(track, dtype, version, tuple(cells))

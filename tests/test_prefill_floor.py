@@ -72,5 +72,56 @@ def test_the_committed_grid_floor_tables_are_what_the_tool_prints(capsys):
     for path in committed:
         gpu = path.parent.parent.name
         commit = re.search(r"--commit (\w+)", path.read_text()).group(1)
-        assert tool.main(["--gpu", gpu, "--commit", commit, "--results-dir", str(ROOT / "results")]) == 0
+        io = re.search(r"--io-floor (\S+?)`", path.read_text())
+        assert tool.main(["--gpu", gpu, "--commit", commit, "--results-dir", str(ROOT / "results"),
+                          *(["--io-floor", str(ROOT / io.group(1))] if io else [])]) == 0
         assert capsys.readouterr().out == path.read_text(), f"{path} differs from the tool's output"
+
+
+IO_FIELDS = "gpu,driver,torch,commit,date,dtype,B,H,T,us_device_median,us_device_min,us_device_max,rounds"
+
+
+def test_the_io_floor_sets_the_targets_against_one_kernels_traffic(tmp_path, capsys):
+    """--io-floor (io_floor.py's rows): each row gets the elementwise kernel's time and the target
+    over it, and the targets under it are named; rows of another GPU, a damaged row and a file
+    that is not io_floor.py's are refused with one line naming the file."""
+    tool = load_script("experiments/tools/grid_floor.py")
+    gpu, commit = "NVIDIA H100 80GB HBM3", "efd86a241ce1"  # the committed H100 sweep's grid
+    rows = [f"{gpu},-,-,-,-,bfloat16,64,12,256,{us},{us},{us},3" for us in (50.0,)]
+    csv_path = tmp_path / "io.csv"
+    csv_path.write_text(IO_FIELDS + "\n" + "\n".join(rows) + "\n")
+    args = ["--gpu", "nvidia-h100-80gb-hbm3", "--commit", commit, "--results-dir", str(ROOT / "results"),
+            "--dtypes", "bfloat16", "--io-floor", str(csv_path)]
+    assert tool.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| I/O floor µs | target / I/O floor |" in out
+    row = next(line for line in out.splitlines() if line.startswith("| 64 | 12 | 256 |"))
+    target = float(row.split("|")[11])  # sdpa-cudnn's time there, the 16-bit target
+    assert row.endswith(f"| 50.0 | {target / 50.0:.2f} |"), row
+    assert f"under the I/O floor: B=64 T=256 ({target / 50.0:.2f})" in out, out
+    assert next(line for line in out.splitlines() if line.startswith("| 1 | 12 | 64 |")).endswith("| – | – |")
+    for text, message in ((IO_FIELDS + "\nanother GPU,-,-,-,-,bfloat16,1,12,64,3.0,3.0,3.0,3\n", "not 'NVIDIA H100"),
+                          (IO_FIELDS + f"\n{gpu},-,-,-,-,bfloat16,1,12,64,nan,3.0,3.0,3\n", "io.csv:2: a damaged row"),
+                          (IO_FIELDS + f"\n{gpu},-,-,-,-,bfloat16,1,x,64,3.0,3.0,3.0,3\n", "io.csv:2: a damaged row"),
+                          ("a,b\n1,2\n", "not io_floor.py's CSV")):
+        csv_path.write_text(text)
+        with pytest.raises(SystemExit) as stop:
+            tool.main(args)
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--rounds", "0"], "--rounds must be at least 1"),
+    (["--rounds", "21"], "--rounds must be at most 20"),
+    (["--dtypes", "float33"], "unknown dtype 'float33'"),
+    (["--out", ""], "an empty path"),
+    (["--out", "README.md"], "exists (a new file"),
+    (["--out", "no-such-folder/io.csv"], "its folder does not exist"),
+])
+def test_io_floor_refuses_bad_arguments_before_looking_for_a_gpu(args, message, capsys, monkeypatch, tmp_path):
+    tool = load_script("experiments/tools/io_floor.py")
+    monkeypatch.chdir(ROOT)
+    out = ["--out", str(tmp_path / "io.csv")] if "--out" not in args else []
+    with pytest.raises(SystemExit) as stop:
+        tool.main([*out, *args])
+    assert stop.value.code == 2 and message in capsys.readouterr().err

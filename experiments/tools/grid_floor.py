@@ -7,17 +7,25 @@ target over it, so that a target under the floor shows as out of reach (target /
 
 Reads the committed results (no GPU); prints one markdown table per dtype. The copy's rate is
 the median of that commit's decode rows (the decode benchmark measures it in each run).
+
+With --io-floor CSV (experiments/tools/io_floor.py's rows, measured on the same GPU) each row
+also gets the I/O floor: the device time of one elementwise kernel that reads Q, K and V and
+writes O, which the bytes over the copy rate understate at small shapes (a launch and HBM's
+latency), and the target over it.
 """
 from __future__ import annotations
 
+import csv
 import math
 import statistics
 import sys
+from pathlib import Path
 
 from backends import arguments, precision, registry
 from harness.grid import GridCell, GridSummary, grid_summaries, shape_text
 from harness.one_run import add_run_arguments, copy_rate, load_run
 from harness.prefill_floor import compute_floor_us, floor_us, memory_floor_us
+from harness.study import Shape
 from harness.tables import GpuResults
 
 # Issue 43's targets: in 16 bits at most 1.0x the fastest SDPA backend; in float32 at most
@@ -41,7 +49,36 @@ def pytorch_times(r: GpuResults, cell: GridCell, dtype: str) -> dict[str, float]
     return {name: row.us_device_median for name, row in rows.items() if row and row.us_device_median}
 
 
-def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float) -> str:
+IoFloors = dict[tuple[str, Shape], float]  # (dtype, shape) -> µs
+
+
+def read_io_floor(path: Path, gpu: str) -> IoFloors:
+    """io_floor.py's rows of `gpu` (the GPU's name, as the results rows give it); a file that is
+    not such a CSV, or holds another GPU's rows, raises ValueError naming the file and line."""
+    floors: IoFloors = {}
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in ("gpu", "dtype", "B", "H", "T", "us_device_median") if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"{path}: not io_floor.py's CSV (no column {', '.join(missing)})")
+            for line, row in enumerate(reader, 2):
+                if row["gpu"] != gpu:
+                    raise ValueError(f"{path}:{line}: measured on {row['gpu']!r}, not {gpu!r}: floors of "
+                                     "different GPUs never mix")
+                try:
+                    shape, us = Shape(int(row["B"]), int(row["H"]), int(row["T"])), float(row["us_device_median"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{path}:{line}: a damaged row") from None
+                if not math.isfinite(us) or us <= 0:
+                    raise ValueError(f"{path}:{line}: a damaged row (us_device_median={us})")
+                floors[(row["dtype"], shape)] = us
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot be read ({err})") from None
+    return floors
+
+
+def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float, io: IoFloors | None = None) -> str:
     """The summary's cells measured at `commit` against the floors; the fastest PyTorch kernel
     of each is the grid page's (GpuResults.kernel_vs_fastest: same run, same shape)."""
     dtype, version = summary.dtype, summary.version
@@ -58,9 +95,10 @@ def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float) ->
                 "the FMA rate, which TF32 kernels exceed)"),
              "",
              "| B | H | T | memory floor µs | compute floor µs | fastest PyTorch | its µs | its / floor "
-             f"| `{version}` µs | `{version}` / floor | target µs | target / floor |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    over, reach = [], []
+             f"| `{version}` µs | `{version}` / floor | target µs | target / floor |"
+             + (" I/O floor µs | target / I/O floor |" if io is not None else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if io is not None else "")]
+    over, reach, io_reach = [], [], []
     for cell in cells:
         shape, ours, fastest = cell.shape, cell.row.us_device_median, cell.reference
         floor = floor_us(shape, dtype, copy_gbps, peak(cell))
@@ -69,16 +107,32 @@ def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float) ->
         lines.append(f"| {shape.B} | {shape.H} | {shape.T} | {memory_floor_us(shape, dtype, copy_gbps):.1f} "
                      f"| {compute} | `{fastest.backend}` | {fastest.time:.1f} | {fastest.time / floor:.2f} "
                      f"| {ours:.1f} | {ours / floor:.2f} | "
-                     + (f"{target:.1f} | {target / floor:.2f} |" if target else "– | – |"))
+                     + (f"{target:.1f} | {target / floor:.2f} |" if target else "– | – |")
+                     + (io_cells(io.get((dtype, shape)), target) if io is not None else ""))
         over.append(ours / floor)
         if target:
             reach.append((target / floor, shape))
+            if io is not None and (io_us := io.get((dtype, shape))):
+                io_reach.append((target / io_us, shape))
     if over:
         below = [f"{shape_text(s)} ({x:.2f})" for x, s in sorted(reach) if x < 1]
         lines += ["", f"{len(over)} shapes: `{version}` at {min(over):.2f}-{max(over):.2f} of the floor "
                   f"(geometric mean {math.exp(statistics.fmean(map(math.log, over))):.2f}); targets under the "
-                  f"floor: {', '.join(below) if below else 'none'}."]
+                  f"floor: {', '.join(below) if below else 'none'}"
+                  + (f"; under the I/O floor: {under_io(io_reach)}" if io is not None else "") + "."]
     return "\n".join(lines)
+
+
+def io_cells(io_us: float | None, target: float | None) -> str:
+    """The I/O floor's two cells: its time, and the target over it."""
+    if io_us is None:
+        return " – | – |"
+    return f" {io_us:.1f} | " + (f"{target / io_us:.2f} |" if target else "– |")
+
+
+def under_io(reach: list[tuple[float, Shape]]) -> str:
+    below = [f"{shape_text(s)} ({x:.2f})" for x, s in sorted(reach) if x < 1]
+    return ", ".join(below) if below else "none"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,12 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(parser)
     parser.add_argument("--dtypes", type=arguments.text, default="all",
                         help="e.g. bfloat16 or float32,bfloat16 (default: all)")
+    parser.add_argument("--io-floor", type=arguments.path, metavar="CSV",
+                        help="io_floor.py's rows of this GPU: add the I/O floor and the target over it")
     args = parser.parse_args(argv)
     try:
         dtypes = precision.select(args.dtypes)
     except precision.UnknownDtypeError as err:
         parser.error(f"--dtypes: {err}")
     r = load_run(parser, args)
+    io = None
+    if args.io_floor is not None:
+        if not args.io_floor.is_file():
+            parser.error(f"--io-floor {args.io_floor}: no such file")
+        try:
+            io = read_io_floor(args.io_floor, r.gpu)
+        except ValueError as err:
+            parser.error(f"--io-floor: {err}")
     # Each track's last version measured on the grid at that commit (a later one may exist).
     summaries = [g for g in grid_summaries(r, commit=args.commit) if g.dtype in dtypes and g.version
                  and any(c.row.provenance.commit == args.commit for c in g.measured)]
@@ -101,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"## The prefill grid against its floors: {r.gpu}, commit {args.commit}\n\n"
           f"Generated from the committed rows by `python experiments/tools/grid_floor.py --gpu {args.gpu} "
-          f"--commit {args.commit}`. Floors: harness/prefill_floor.py. Targets: issue 43 (16 bits: 1.0x the "
+          f"--commit {args.commit}" + (f" --io-floor {args.io_floor}" if io is not None else "")
+          + "`. Floors: harness/prefill_floor.py. Targets: issue 43 (16 bits: 1.0x the "
           f"fastest SDPA backend; float32: {FLOAT32_TARGET}x {FLOAT32_REFERENCE}).\n")
-    print("\n\n".join(table(r, g, args.commit, copy) for g in summaries))
+    print("\n\n".join(table(r, g, args.commit, copy, io) for g in summaries))
     return 0
 
 
