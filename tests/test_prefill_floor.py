@@ -105,9 +105,11 @@ def test_the_io_floor_sets_the_targets_against_one_kernels_traffic(tmp_path, cap
                           (IO_FIELDS + f"\n{gpu},-,-,-,-,bfloat16,1,x,64,3.0,3.0,3.0,3\n", "io.csv:2: a damaged row"),
                           ("a,b\n1,2\n", "not io_floor.py's CSV")):
         csv_path.write_text(text)
-        with pytest.raises(SystemExit) as stop:
-            tool.main(args)
-        assert stop.value.code == 2 and message in capsys.readouterr().err
+        with pytest.raises(ValueError, match=re.escape(message)):
+            tool.read_io_floor(csv_path, gpu)
+    with pytest.raises(SystemExit) as stop:  # the command line: one line, exit 2
+        tool.main(args)
+    assert stop.value.code == 2 and "--io-floor: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args,message", [
