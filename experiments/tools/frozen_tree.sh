@@ -9,7 +9,9 @@
 # (experiments/tools/merge_results.py). DIR is added to .git/info/exclude: it is never
 # committed, and a device call takes it only when named in `carry`. Then, on the device:
 #   run(command="cd DIR && bash experiments/tools/full_sweep.sh COMMIT", carry=["DIR"])
-# and merge $OUT's sweep_results.tgz here as usual. Remove DIR when the sweep is done.
+# and merge $OUT's sweep_results.tgz here as usual. Make DIR right before the calls and remove
+# it after them (rm -rf DIR): a copy left in the checkout is found by grep -r and edited by
+# mistake, and then the rows would not be the commit's.
 set -euo pipefail
 usage="usage: experiments/tools/frozen_tree.sh COMMIT [DIR]"
 [[ $# -ge 1 && $# -le 2 && -n "$1" ]] || { echo "$usage" >&2; exit 2; }
