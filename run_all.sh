@@ -36,7 +36,13 @@ original_args=("$@")  # for the line that says how to resume
 quick=() backends="" dtypes=all plots_only=0 fresh=() results=() plots=() model=()
 # An option's value: the next argument, or what follows '=' (--dtypes=float32); an empty one
 # (or blanks) is refused (an empty --backends is not 'all', an empty folder not the current one).
-need_value() { [[ $# -ge 2 && -n "${2//[[:space:]]/}" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }; }
+# An option with a value may be given once: a second would silently replace the first.
+given=" "
+need_value() {
+  [[ $# -ge 2 && -n "${2//[[:space:]]/}" ]] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
+  [[ "$given" != *" $1 "* ]] || { echo "run_all.sh: $1 is given twice: give it once" >&2; exit 2; }
+  given+="$1 "
+}
 value_after_equals() { need_value "${1%%=*}" "${1#*=}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in

@@ -1,17 +1,48 @@
 """What the command lines (`python -m gpt2`, `python -m harness`) share: a parser whose errors
-are one line, argument types that refuse an empty value (an empty path would mean the
-current folder, an empty list every backend), and a check of a number's range."""
+are one line and that refuses an option given twice, argument types that refuse an empty value
+(an empty path would mean the current folder, an empty list every backend), and a check of a
+number's range."""
 from __future__ import annotations
 
 import argparse
 import sys
+import typing
 from pathlib import Path
 from typing import NoReturn, Sequence
 
 
+_GIVEN = "_options_given"  # the namespace's record of the options given so far, removed after parsing
+
+
+class _Once(argparse._StoreAction):
+    """argparse's 'store' for an option that takes a value, refused when the command line gives it
+    twice (argparse would keep the last value without a word: `--results-dir a --results-dir b`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        if self.option_strings:
+            given = vars(namespace).setdefault(_GIVEN, set())
+            if self.dest in given:
+                parser.error(f"argument {'/'.join(self.option_strings)}: given twice "
+                             f"({str(getattr(namespace, self.dest))!r}, then {str(values)!r}): give it once")
+            given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with one line on stderr for a bad command line (its usage is a --help away);
-    exit status 2, as argparse's."""
+    exit status 2, as argparse's. An option that takes a value may be given once."""
+
+    def __init__(self, *args: typing.Any, **kwargs: typing.Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        vars(parsed).pop(_GIVEN, None)
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)

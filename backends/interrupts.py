@@ -5,8 +5,9 @@ A scheduler's time limit, `timeout` and `kill` send SIGTERM, a dropped SSH sessi
 by default either ends Python at once, without running `finally` blocks or saying anything.
 Inside `stop_on_signals()` they raise `Stopped`, a KeyboardInterrupt, where they arrive, so
 every path that handles Ctrl-C (rows already written are kept, locks released, one line on
-stderr) handles them too. Nothing is installed at import; the previous handlers come back
-when the block ends.
+stderr) handles them too. A stop that lands in a finalizer (a weakref callback, a __del__),
+where Python would print it and carry on, is raised again once the finalizer has returned.
+Nothing is installed at import; the previous handlers come back when the block ends.
 
 A reader that stops early (`python -m harness list | head -1`) closes the pipe stdout writes
 to; Python ignores SIGPIPE, so the next write raises BrokenPipeError. Inside
@@ -14,12 +15,14 @@ to; Python ignores SIGPIPE, so the next write raises BrokenPipeError. Inside
 """
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
 import sys
 import threading
 import time
+import typing
 from types import FrameType
 from typing import Iterator
 
@@ -50,6 +53,12 @@ def describe(stop: BaseException) -> str:
     return "interrupted" if signum is None else f"stopped by {signal.Signals(signum).name}"
 
 
+# A stop raised inside a weakref callback or a __del__ (matplotlib's caches drop figures that
+# way) is an "unraisable" exception: Python prints it as a traceback and carries on. It is
+# delivered again this long after, once the finalizer has returned.
+REDELIVERY_SECONDS = 0.01
+
+
 class _Handler:
     """Raises KeyboardInterrupt (SIGINT) or Stopped (SIGTERM, SIGHUP) once per stop."""
 
@@ -64,6 +73,22 @@ class _Handler:
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise Stopped(signum)
+
+    def unraisable_hook(self, previous: typing.Callable[[typing.Any], object]) -> typing.Callable[[typing.Any], None]:
+        """A sys.unraisablehook: a stop that a finalizer swallowed is raised again in the main
+        thread (not the finalizer) once it has returned, without a traceback; anything else goes
+        to `previous`."""
+        def hook(unraisable: typing.Any) -> None:
+            stop = unraisable.exc_value
+            if not isinstance(stop, KeyboardInterrupt):
+                previous(unraisable)
+                return
+            self.first = None  # not a repeat: the first delivery was lost
+            timer = threading.Timer(REDELIVERY_SECONDS, _thread.interrupt_main,
+                                    (getattr(stop, "signum", signal.SIGINT),))
+            timer.daemon = True
+            timer.start()
+        return hook
 
 
 @contextlib.contextmanager
@@ -85,9 +110,12 @@ def stop_on_signals() -> Iterator[None]:
         if current is not signal.SIG_IGN:
             previous[signum] = current
             signal.signal(signum, handler)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = handler.unraisable_hook(previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for signum, current in previous.items():
             signal.signal(signum, current if current is not None else signal.SIG_DFL)
 

@@ -77,7 +77,7 @@ def _shown(path: Path) -> str:
     """A path relative to the project when it lies inside it."""
     try:
         return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # outside it; a symbolic link loop (RuntimeError, OSError)
         return str(path)
 
 
@@ -472,6 +472,8 @@ def cmd_record_stages(args: argparse.Namespace) -> int:
     from harness.results import STAGES, StageRow
 
     stages = [_stage(text) for text in args.stages]
+    registry.select(args.backends)  # the run's selections, stored as given: a name it could not have run is refused
+    _dtypes(args)
     _results_to_write(args)
     device = _cuda("the stage times are stored with the GPU's provenance")
     provenance = collect(device)
@@ -497,6 +499,7 @@ def not_a_gpu_folder(path: Path, argument: str = "--results-dir") -> None:
 def folder_to_read(path: Path, argument: str) -> Path:
     """`path`, the value of `argument`, as a folder results are read from: CommandError unless
     it exists, is a folder and can be read."""
+    _no_link_to_nothing(path, f"{argument} {_shown(path)}")
     if not path.exists():
         raise CommandError(f"{argument} {_shown(path)} does not exist: name a folder of results (one subfolder "
                            "per GPU, as ./run_all.sh --results-dir DIR writes them)")
@@ -538,10 +541,20 @@ def no_file_in_the_way(folder: Path, argument: str) -> Path | None:
 def _nearest_folder(folder: Path, named: str, hint: str = "") -> Path | None:
     """The nearest of `folder` and its parents that exists (None: none does); CommandError if it
     is a file."""
+    _no_link_to_nothing(folder, named, hint)
     nearest = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if nearest is not None and not nearest.is_dir():
         raise CommandError(f"{named}: {_shown(nearest)} is a file, not a folder{hint}")
     return nearest
+
+
+def _no_link_to_nothing(path: Path, named: str, hint: str = "") -> None:
+    """CommandError if `path` or a folder above it is a symbolic link that leads nowhere (a loop,
+    or a target that is gone): it exists as a name but neither as a file nor as a folder."""
+    broken = next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
+    if broken is not None:
+        raise CommandError(f"{named}: {_shown(broken)} is a symbolic link that leads nowhere (a loop, or its "
+                           f"target is gone){hint}")
 
 
 def _can_write_in(folder: Path, named: str, hint: str = "") -> None:
@@ -620,6 +633,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif output.is_dir():
         raise CommandError(f"--output {_shown(output)} is a folder: name the file to write")
     else:
+        _no_link_to_nothing(output, f"--output {_shown(output)}")
         folder_to_write(output.parent, "--output", output)
     with _writing():
         path = write_report(gpus, args.plots_dir, args.results_dir, output)

@@ -302,19 +302,29 @@ class Table(Generic[R]):
         rows: list[R] = []
         problems: list[str] = []
         try:
+            cut_short = _cut_short(path)
             with _open_text(path) as f:
                 reader = csv.reader(f)
                 header = self._read_header(path, reader)
+                last: tuple[str, bool] | None = None  # the last row's lines, and whether it was read
                 for fields, lines in _records(reader, path, problems):
                     if not fields:
                         continue
                     try:
                         _check_text(fields)
                         rows.append(self._parse(dict(zip(header, fields)), len(fields), len(header)))
+                        last = lines, True
                     except ValueError as err:
                         problems.append(_skipped(path, lines, err))
+                        last = lines, False
         except OSError as err:
             raise ResultsFileError(f"{path}: cannot read it ({err.strerror or err})") from None
+        if cut_short and last is not None and last[1]:
+            # The writer ends every row with a line break: one without is a write cut short, which
+            # may have cut its last value (a date, a commit) and still have every field.
+            rows.pop()
+            problems.append(_skipped(path, last[0], ValueError("cut short: the file ends inside it, with no line "
+                                                               "break after it")))
         return ReadResult(rows, problems)
 
     def _check_file(self, path: Path) -> None:
@@ -369,9 +379,7 @@ class Table(Generic[R]):
         if not new:
             with _open_text(path) as f:
                 self._read_header(path, csv.reader(f))
-            with path.open("rb") as f:
-                f.seek(-1, os.SEEK_END)
-                cut_short = f.read(1) != b"\n"  # a row cut short by a crash: start a new line
+            cut_short = _cut_short(path)  # a row cut short by a crash: start a new line
         with path.open("a", newline="", encoding="utf-8") as f:
             if not new and cut_short:
                 f.write("\n")
@@ -406,6 +414,14 @@ def _records(reader: CsvReader, path: Path, problems: list[str]) -> typing.Itera
         yield fields, _lines(line + 1, reader.line_num)
 
 
+def _cut_short(path: Path) -> bool:
+    """Whether the file at `path` (not empty) ends without a line break, as a write cut short
+    leaves it (the writer ends every row with one)."""
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def _lines(first: int, last: int) -> str:
     return str(last) if first >= last else f"{first}-{last}"
 
@@ -415,9 +431,10 @@ def _skipped(path: Path, lines: str, why: Exception) -> str:
 
 
 def _open_text(path: Path) -> typing.TextIO:
-    """`path` as UTF-8 text for csv; a byte that is not UTF-8 reads as a surrogate, which
-    _check_text reports with its row instead of failing the whole file."""
-    return path.open(newline="", encoding="utf-8", errors="surrogateescape")
+    """`path` as UTF-8 text for csv, without the byte-order mark a spreadsheet may save it with
+    (it would read as part of the first column's name); a byte that is not UTF-8 reads as a
+    surrogate, which _check_text reports with its row instead of failing the whole file."""
+    return path.open(newline="", encoding="utf-8-sig", errors="surrogateescape")
 
 
 _NOT_WRITTEN = re.compile("[\0\udc80-\udcff]")  # bytes the writer never writes (_check_text)

@@ -681,3 +681,106 @@ def test_the_timeline_tools_read_a_file_that_is_not_utf8(name, argv, tmp_path, c
     except SystemExit as stop:
         assert stop.code not in (0, None) and str(damaged) in str(stop.code), stop.code
     assert "Traceback" not in capsys.readouterr().err
+
+
+# == the third round of each kind (issue 44, item 6) ================================================
+@pytest.fixture
+def loop(tmp_path) -> Path:
+    """A symbolic link that leads to itself, through a second one."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop-2")
+    (tmp_path / "loop-2").symlink_to(tmp_path / "loop")
+    return tmp_path / "loop"
+
+
+@pytest.mark.parametrize("argv", [
+    ["plot", "--results-dir", "{loop}"], ["plot", "--results-dir", str(FIXTURES), "--plots-dir", "{loop}"],
+    ["report", "--results-dir", str(FIXTURES), "--output", "{loop}"],
+    ["report", "--results-dir", str(FIXTURES), "--output", "{loop}/report.md"],
+    ["report", "--results-dir", str(FIXTURES), "--output", "r.md", "--plots-dir", "{loop}"],
+    ["bench-kernels", "--results-dir", "{loop}/results"]], ids=["plot results", "plot plots", "report output",
+                                                                "report under", "report plots", "bench-kernels"])
+def test_a_symbolic_link_loop_is_named_in_one_line(argv, loop, tmp_path, capsys, monkeypatch):
+    """A traceback (RuntimeError: Symlink loop, from the path shown in the message); report
+    --output replaced the link by the report."""
+    monkeypatch.chdir(tmp_path)
+    harness([arg.format(loop=loop) for arg in argv], capsys, f"{loop} is a symbolic link that leads nowhere (a loop")
+    assert loop.is_symlink() and not (tmp_path / "r.md").exists()
+
+
+@pytest.mark.parametrize("option,value,said", [
+    ("--dtypes", "float33", "--dtypes: unknown dtype 'float33'"), ("--backends", "v99", "unknown backend 'v99'"),
+    ("--backends", "v16,v16", "names v16 more than once")])
+def test_record_stages_refuses_a_selection_no_run_has(option, value, said, capsys):
+    """Taken as given (on a GPU, stored in stages.csv as the run's selection)."""
+    argv = {"--run": "2026-01-01T00:00:00Z", "--mode": "full", "--backends": "all", option: value}
+    harness(["record-stages", "build:41:0", *(x for item in argv.items() for x in item)], capsys, said)
+
+
+def test_a_last_row_cut_short_in_its_last_value_is_a_damaged_row(tmp_path):
+    """A write cut short inside the last value (the date) left every field there: the row was
+    taken, with a date of '2026-01-01T0'. A row the reader already skips is said once."""
+    path = write_rows(tmp_path / STAGES.file_name, STAGES, [first_row(STAGES)] * 3)
+    path.write_bytes(path.read_bytes()[:-10])
+    read = STAGES.read(path)
+    assert len(read.rows) == 2
+    assert read.problems == [f"{path}:4: skipped a damaged row (cut short: the file ends inside it, with no line "
+                             "break after it)"]
+    path.write_bytes(path.read_bytes()[:-60])
+    read = STAGES.read(path)
+    assert len(read.rows) == 2 and len(read.problems) == 1 and "fields)" in read.problems[0], read.problems
+
+
+def test_a_byte_order_mark_is_not_read_as_part_of_the_first_column(tmp_path):
+    """A file saved by a spreadsheet as 'UTF-8 with BOM' was 'written by another version of the
+    harness' (missing backend; unknown \\ufeffbackend)."""
+    path = write_rows(tmp_path / KERNELS.file_name, KERNELS, [first_row(KERNELS)])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    read = KERNELS.read(path)
+    assert len(read.rows) == 1 and read.problems == []
+
+
+def test_merge_results_refuses_a_header_that_differs_before_writing_any_file(tmp_path, capsys):
+    """The files before it were merged, then it stopped ('not merged', exit status 1): half a run
+    merged."""
+    merge = load_script("experiments/tools/merge_results.py").main
+    run, results = tmp_path / "run", tmp_path / "results"
+    write_rows(run / GPU / CORRECTNESS.file_name, CORRECTNESS, [first_row(CORRECTNESS)])
+    write_rows(run / GPU / STAGES.file_name, STAGES, [first_row(STAGES)])
+    write_rows(results / GPU / CORRECTNESS.file_name, CORRECTNESS, [])
+    local = results / GPU / STAGES.file_name
+    local.write_text(",".join(STAGES.columns).replace("date", "when") + "\n")
+    tool_refuses(merge, [str(run), "--results-dir", str(results)], capsys,
+                 f"{run / GPU / STAGES.file_name}'s header differs from {local}'s", "nothing was merged")
+    assert CORRECTNESS.read(results / GPU / CORRECTNESS.file_name).rows == []
+
+
+@pytest.mark.parametrize("main,argv,said", [
+    (harness_cli.main, ["plot", "--plots-dir", "a", "--plots-dir", "b"], "argument --plots-dir: given twice ('a', "
+                                                                         "then 'b'): give it once"),
+    (harness_cli.main, ["call", "v16", "--B", "1", "--B", "2"], "argument --B: given twice ('1', then '2')"),
+    (harness_cli.main, ["bench-kernels", "--results-dir=a", "--results-dir", "a"],
+     "argument --results-dir: given twice"),
+    (gpt2_cli.main, ["--device", "cpu", "--weights", "random", "--weights", "auto"], "argument --weights: given twice"),
+], ids=["plot", "call", "bench-kernels", "gpt2"])
+def test_an_option_given_twice_is_refused(main, argv, said, capsys, tmp_path, monkeypatch):
+    """The last one was taken without a word (a sweep into the second of two folders)."""
+    monkeypatch.chdir(tmp_path)
+    refused(main, argv, capsys, said)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_option_given_twice_in_a_list_option_or_a_flag_is_taken():
+    """--arch is repeatable, a flag given twice says the same thing twice."""
+    args = harness_cli.build_parser().parse_args(["compile-check", "--arch", "sm_90", "--arch", "sm_75"])
+    assert args.arch == ["sm_90", "sm_75"] and not hasattr(args, "_options_given")
+    assert harness_cli.build_parser().parse_args(["bench-kernels", "--quick", "--quick"]).quick
+
+
+@pytest.mark.parametrize("args,option", [(("--results-dir", "a", "--results-dir=b"), "--results-dir"),
+                                         (("--dtypes=float32", "--dtypes", "all"), "--dtypes")])
+def test_run_all_refuses_an_option_given_twice(args, option):
+    """The last one was taken: --plots-only drew from the second folder without a word."""
+    proc = run_all("--plots-only", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"run_all.sh: {option} is given twice: give it once"
+    assert "==" not in proc.stdout, "no stage may run"

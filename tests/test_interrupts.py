@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,23 @@ def test_the_same_stop_delivered_twice_interrupts_once():
             os.kill(os.getpid(), signal.SIGTERM)  # within REPEAT_WINDOW_SECONDS: ignored
             time.sleep(0.05)
     assert REPEAT_WINDOW_SECONDS >= 1
+
+
+@pytest.mark.parametrize("signum,raised", [(signal.SIGTERM, Stopped), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_stop_that_arrives_in_a_finalizer_is_not_lost(signum, raised, capsys):
+    """Python ignores an exception raised in a weakref callback or a __del__ ('Exception ignored
+    in ...', a traceback): a SIGTERM or Ctrl-C that arrived while matplotlib's caches dropped a
+    figure was printed as a traceback and the plot went on to its end, exit status 0."""
+    class Dropped:
+        pass
+
+    with pytest.raises(raised), stop_on_signals():
+        dropped = Dropped()
+        callback = weakref.ref(dropped, lambda ref: signal.raise_signal(signum))  # noqa: F841 (kept alive)
+        del dropped  # the signal arrives inside the callback
+        for _ in range(200):
+            time.sleep(0.01)
+    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_an_ignored_signal_stays_ignored():

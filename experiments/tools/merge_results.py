@@ -4,9 +4,9 @@ that the local file lacks are appended, in the run's order; nothing is rewritten
     python experiments/tools/merge_results.py RUN [--results-dir results]
 
 RUN is a folder of <gpu>/<file>.csv, as a run's --results-dir is, or full_sweep.sh's
-sweep_results.tgz (unpacked into a temporary folder first). A file whose header differs from
-the local one's is refused: its rows would land under the wrong columns. So is, before anything
-is written, whatever cannot be merged as text: an archive that does not unpack, a CSV that is a
+sweep_results.tgz (unpacked into a temporary folder first). Refused before anything is
+written: a file whose header differs from the local one's (its rows would land under the wrong
+columns), and whatever cannot be merged as text: an archive that does not unpack, a CSV that is a
 folder or not UTF-8, a --results-dir that is one GPU's folder or has a file in the way.
 """
 from __future__ import annotations
@@ -34,8 +34,6 @@ def merge_file(source: Path, target: Path) -> int:
         return len(new_lines) - 1
     old_text = _text(target)
     old_lines = old_text.splitlines()
-    if old_lines and old_lines[0] != new_lines[0]:
-        raise SystemExit(f"merge_results: {source}'s header differs from {target}'s; not merged")
     have = set(old_lines)
     missing = [line for line in new_lines[1:] if line not in have]
     if missing:
@@ -56,6 +54,15 @@ def _text(path: Path) -> str:
                            "nothing was merged") from None
     except OSError as err:
         raise CommandError(f"{path}: cannot read it ({err.strerror}); nothing was merged") from None
+
+
+def _same_header(source: Path, target: Path) -> None:
+    """CommandError where `source` and the local file `target` both have a header and they
+    differ: the rows would land under the wrong columns."""
+    headers = [next(iter(_text(path).splitlines()), None) if path.exists() else None for path in (source, target)]
+    if None not in headers and headers[0] != headers[1]:
+        raise CommandError(f"{source}'s header differs from {target}'s (written by another version of the harness): "
+                           "nothing was merged; merge it into a fresh --results-dir")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +103,8 @@ def merge(run_dir: Path, results_dir: Path, shown: str) -> int:
     pairs = [(source, results_dir / source.parent.name / source.name) for source in sources]
     for path in (p for pair in pairs for p in pair if p.exists()):
         _text(path)  # every file readable before any is written
+    for source, target in pairs:  # and every header the local one's, before any is written
+        _same_header(source, target)
     for source, target in pairs:
         print(f"{target}: +{merge_file(source, target)} rows")
     return 0
