@@ -1,7 +1,7 @@
 """The decode gate: every backend's decode op against the float64 reference before timing, in
 each of its dtypes.
 
-The cases exercise what the decode contract promises (DESIGN.md, "The decode op"): lengths
+The cases exercise what the decode contract promises (versions/common/decode_launch.h): lengths
 that differ per sequence, lengths 1 and S, S off every tile size, caches that are strided
 views of a larger buffer with NaN in every row past each sequence's length (a kernel that
 reads one shows it), q a view of a packed projection. Bounds as the prefill gate's

@@ -47,7 +47,7 @@ KERNEL_SHAPES = tuple(sorted({*HEADLINE_SHAPES, *(Shape(1, GPT2_HEADS, T) for T 
 QUICK_KERNEL_SHAPES = tuple(sorted({Shape(1, GPT2_HEADS, 64), *HEADLINE_SHAPES}))
 # Kernel benchmark: rounds per shape, the order of the backends reversed every other round.
 # Seven: at B=8, T=4096 three rounds read one kernel 4% apart in one sweep (h13 and h14, the
-# same code there), seven put two builds of one kernel within 0.1-1.2% (README, "Rounds").
+# same code there), seven put two builds of one kernel within 0.1-1.2% (results/README.md, "Rounds").
 KERNEL_ROUNDS = 7
 # The prefill grid (issue 43): every batch of prompts GPT-2 small prefills up to its context of 1024
 # tokens, at its heads; and GPT-2 medium, large and xl's wider heads (16, 20, 25) at four points.

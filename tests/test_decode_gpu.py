@@ -1,5 +1,5 @@
 """Every decode version, in each dtype, against the float64 reference computed from the same
-inputs, and the decode contract's promises (DESIGN.md, "The decode op"): ragged lengths with
+inputs, and the decode contract's promises (versions/common/decode_launch.h): ragged lengths with
 NaN in every cached row past each length, strided caches, out-of-range lengths, B = 256, two
 concurrent streams, a captured graph replayed after its lengths changed, refusals.
 
