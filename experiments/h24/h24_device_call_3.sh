@@ -14,7 +14,7 @@ for shape in "64 256" "32 256" "64 128" "16 512" "8 4096"; do
   set -- $shape
   out=$OUT/h24t_1_B$1_T$2.txt
   echo "== B=$1 T=$2, at $SECONDS s" | tee -a $log
-  timeout 240 python -m harness call --dtype bfloat16 --B $1 --T $2 --repeat 3 $variant > $out 2>&1 \
+  timeout 200 python -m harness call --dtype bfloat16 --B $1 --T $2 --repeat 3 $variant > $out 2>&1 \
     || { echo "call failed:"; tail -5 $out; } | tee -a $log
   python experiments/tools/item_timeline.py $out 2>&1 | tee -a $log
 done

@@ -14,9 +14,9 @@ set -o pipefail
 cd "$(dirname "$0")/../.."
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
 echo "== 1. h24t_1 item timeline"
-timeout 200 bash experiments/h24/h24_device_call_3.sh || echo "h24_device_call_3.sh: exit $?"
+timeout 240 bash experiments/h24/h24_device_call_3.sh || echo "h24_device_call_3.sh: exit $?"
 echo "== 2. I/O floor, at $SECONDS s"
-timeout 150 python experiments/tools/io_floor.py --out $OUT/io_floor.csv > $OUT/io_floor.log 2>&1
+timeout 120 python experiments/tools/io_floor.py --out $OUT/io_floor.csv > $OUT/io_floor.log 2>&1
 echo "io_floor.py: exit $? at $SECONDS s"; tail -3 $OUT/io_floor.log
 echo "== 3. decode read floor, tiles, at $SECONDS s"
 timeout $((560 - SECONDS)) bash experiments/d09/device_call_3.sh read_floor_tiles | tail -25
