@@ -100,6 +100,8 @@ def resolve(model_dir: str | Path | None, weights: str = "auto", size: str = "sm
         if not path.is_dir():
             raise ModelDirError(f"model directory {path} does not exist")
         for required in ("config.json", "model.safetensors"):
+            if (path / required).is_dir():
+                raise ModelDirError(f"model directory {path}: its {required} is a folder, not a file")
             if not (path / required).is_file():
                 raise ModelDirError(f"model directory {path} has no {required}")
         return SnapshotWeights(path)

@@ -13,7 +13,7 @@ from harness.tables import GpuResults, load
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gpu", required=True, help="the GPU's folder under --results-dir")
+    parser.add_argument("--gpu", type=arguments.text, required=True, help="the GPU's folder under --results-dir")
     parser.add_argument("--commit", type=arguments.text, required=True,
                         help="the sweep's commit: rows of other commits are left out")
     parser.add_argument("--results-dir", type=arguments.path, default=Path("results"), help="default: results")
@@ -23,7 +23,7 @@ def load_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> GpuRe
     """The GPU's results; a missing folder, or a results file that cannot be used at all, is the
     parser's error (exit 2, one line with arguments.OneLineParser); each damaged row is a warning
     on stderr, and left out."""
-    if not args.gpu or not (args.results_dir / args.gpu).is_dir():
+    if not (args.results_dir / args.gpu).is_dir():
         parser.error(f"no folder {args.results_dir / args.gpu}")
     if args.gpu in (".", "..") or Path(args.gpu).name != args.gpu:
         parser.error(f"--gpu {args.gpu!r}: name one GPU's folder under {args.results_dir}, not a path")

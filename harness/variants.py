@@ -63,8 +63,16 @@ def parse_spec(text: str, *, cwd: Path | None = None) -> VariantSpec:
     for patch_text in patch_texts:
         path = Path(patch_text)
         path = path if path.is_absolute() else (cwd or Path.cwd()) / path
+        if path.is_dir():
+            raise VariantError(f"{name}: the patch {patch_text!r} is a folder: name a patch file")
         if not path.is_file():
             raise VariantError(f"{name}: no patch file {patch_text!r}")
+        try:
+            empty = not path.read_bytes().strip()
+        except OSError as err:
+            raise VariantError(f"{name}: the patch {patch_text!r} cannot be read ({err.strerror})") from None
+        if empty:
+            raise VariantError(f"{name}: the patch {patch_text!r} is empty: nothing to apply")
         patches.append(path.resolve())
     return VariantSpec(name, base, tuple(patches))
 

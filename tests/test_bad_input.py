@@ -784,3 +784,107 @@ def test_run_all_refuses_an_option_given_twice(args, option):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"run_all.sh: {option} is given twice: give it once"
     assert "==" not in proc.stdout, "no stage may run"
+
+
+# == the scripts still on plain argparse, and messages that said the wrong thing (issue 44, item 6) ====
+TWICE = [
+    ("tools/persistent_schedule", ["--sms", "132", "--sms", "66"], "--sms"),
+    ("tools/persistent_schedule", ["--start-cost", "1", "--start-cost", "2"], "--start-cost"),
+    ("tools/row_block_plans", ["--sms", "132", "--sms", "66"], "--sms"),
+    ("tools/narrow_timeline", ["t.txt", "--blocks", "0", "--blocks", "1"], "--blocks"),
+    ("tools/narrow_pair_plan", ["--heads", "12", "--heads", "96"], "--heads"),
+    ("tools/sass_stalls", ["k.sass", "--function", "a", "--function", "b"], "--function"),
+    ("tools/small_t_timeline", ["record", "--B", "1", "--B", "8"], "--B"),
+    ("tools/half_probe", ["h01", "--dtypes", "float16", "--dtypes", "bfloat16"], "--dtypes"),
+    ("tools/sweep_time_profile", ["--results-dir", "a", "--results-dir", "b"], "--results-dir"),
+    ("tools/split_once_model", ["--l2-tbps", "6", "--l2-tbps", "7"], "--l2-tbps"),
+    ("d09/cudnn_profile", ["--B", "32", "--B", "8"], "--B"),
+    ("d09/read_floor", ["--rounds", "1", "--rounds", "2"], "--rounds"),
+]
+
+
+@pytest.mark.parametrize("script,argv,option", TWICE, ids=[f"{s.split('/')[1]} {o}" for s, _, o in TWICE])
+def test_the_scripts_refuse_an_option_given_twice(script, argv, option, capsys, tmp_path, monkeypatch):
+    """argparse took the last value without a word (and said a bad command line in two lines,
+    its usage first)."""
+    monkeypatch.chdir(tmp_path)
+    main = load_script(f"experiments/{script}.py").main
+    refused(main, argv, capsys, f"argument {option}: given twice")
+    assert list(tmp_path.iterdir()) == []
+
+
+EMPTY = [
+    ("item_timeline", [""], "argument files: an empty path"),
+    ("step_timeline", [""], "argument files: an empty path"),
+    ("narrow_timeline", ["", "--overview"], "argument file: an empty path"),
+    ("narrow_timeline", ["t.txt", "--blocks", " "], "argument --blocks: an empty value"),
+    ("sass_stalls", ["k.sass", "--function", ""], "argument --function: an empty value"),
+    ("sass_stalls", ["k.sass", "--from", ""], "argument --from: an empty value"),
+    ("small_t_timeline", ["summarise", ""], "argument files: an empty path"),
+    ("small_t_timeline", ["record", "--plain", ""], "argument --plain: an empty value"),
+    ("sweep_time_profile", ["--results-dir", ""], "argument --results-dir: an empty path"),
+    ("index", ["--check", "--stale"], "unrecognized arguments: --stale"),
+    ("narrow_pair_plan", ["--heads", str(10**9)], "--heads must be at most 264 (got 1000000000)"),
+]
+
+
+@pytest.mark.parametrize("name,argv,said", EMPTY, ids=[f"{n} {' '.join(a)}" for n, a, _ in EMPTY])
+def test_the_scripts_refuse_an_empty_value_in_one_line(name, argv, said, capsys, tmp_path, monkeypatch):
+    """'' was the current folder ('.: no such file') or a function, a delimiter or a backend
+    named '' (a search that finds nothing, a traceback on a GPU); a bad command line took two
+    lines; --heads 10**9 printed nothing and exited 0."""
+    monkeypatch.chdir(tmp_path)
+    refused(load_script(f"experiments/tools/{name}.py").main, argv, capsys, said)
+
+
+def test_cudnn_profile_refuses_an_empty_backend_list_and_a_machine_without_a_gpu(capsys):
+    """--backends '' was registry.get(''); without a GPU, torch's own traceback."""
+    main = load_script("experiments/d09/cudnn_profile.py").main
+    refused(main, ["--backends", ""], capsys, "argument --backends: an empty value")
+    refused(main, [], capsys, "no CUDA device is available")
+    refused(load_script("experiments/d09/read_floor.py").main, ["--batches", "1"], capsys,
+            "no CUDA device is available")
+
+
+@pytest.mark.parametrize("name,argv", [("item_timeline", []), ("step_timeline", []), ("sass_stalls", []),
+                                       ("small_t_timeline", ["summarise"])])
+def test_the_timeline_tools_say_a_folder_is_a_folder(name, argv, tmp_path, capsys):
+    """'<folder>: no such file'."""
+    main = load_script(f"experiments/tools/{name}.py").main
+    try:
+        code = main([*argv, str(tmp_path)])
+    except SystemExit as stop:
+        code = stop.code
+    assert code not in (0, None)
+    said = code if isinstance(code, str) else capsys.readouterr().err
+    assert f"{tmp_path} is a folder, not a file" in said, said
+
+
+@pytest.mark.parametrize("command", [["try", "--compile-only"], ["call"]])
+def test_a_patch_that_is_a_folder_or_empty_is_said_to_be_so(command, tmp_path, capsys, monkeypatch):
+    """A folder was 'no patch file'; an empty patch got as far as git apply, whose own error
+    came as a second line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "patches").mkdir()
+    harness([*command, "x=v16+patches"], capsys, "x: the patch 'patches' is a folder: name a patch file")
+    (tmp_path / "empty.patch").write_text("\n")
+    harness([*command, "x=v16+empty.patch"], capsys, "x: the patch 'empty.patch' is empty: nothing to apply")
+
+
+def test_the_grid_tools_say_an_empty_gpu_and_an_io_floor_folder(tmp_path, capsys):
+    """--gpu '' was 'no folder <results-dir>/'; --io-floor <folder> was 'no such file'."""
+    grid_floor = load_script("experiments/tools/grid_floor.py").main
+    h23 = load_script("experiments/tools/h23_cost_model.py").main
+    for main in (grid_floor, h23):
+        refused(main, ["--gpu", "", "--commit", "fixture", "--results-dir", str(FIXTURES)], capsys,
+                "argument --gpu: an empty value")
+    refused(grid_floor, ["--gpu", GPU, "--commit", "fixture", "--results-dir", str(FIXTURES),
+                         "--io-floor", str(tmp_path)], capsys, f"--io-floor {tmp_path} is a folder")
+
+
+def test_a_model_dir_whose_weights_file_is_a_folder(tmp_path, capsys):
+    """'has no model.safetensors', of a folder that has one (a folder)."""
+    (tmp_path / "config.json").write_text('{"n_layer": 2, "n_head": 2, "n_embd": 128}')
+    (tmp_path / "model.safetensors").mkdir()
+    refused(gpt2_cli.main, ["--model-dir", str(tmp_path), "--device", "cpu"], capsys,
+            f"model directory {tmp_path}: its model.safetensors is a folder, not a file")

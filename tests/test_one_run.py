@@ -22,11 +22,20 @@ def test_copy_rate_is_the_median_of_that_commits_decode_rows_and_none_elsewhere(
     assert copy_rate(r, "no-such-commit") is None
 
 
-@pytest.mark.parametrize("gpu", ["no-such-gpu", ""])
-def test_a_gpu_folder_that_is_not_there_is_a_usage_error(gpu, capsys):
+def test_a_gpu_folder_that_is_not_there_is_a_usage_error(capsys):
     parser = argparse.ArgumentParser(prog="tool")
     add_run_arguments(parser)
-    args = parser.parse_args(["--gpu", gpu, "--commit", "x", "--results-dir", str(FIXTURES)])
+    args = parser.parse_args(["--gpu", "no-such-gpu", "--commit", "x", "--results-dir", str(FIXTURES)])
     with pytest.raises(SystemExit) as stop:
         load_run(parser, args)
     assert stop.value.code == 2 and "no folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpu", ["", " "])
+def test_an_empty_gpu_is_said_to_be_empty(gpu, capsys):
+    """Not 'no folder <results-dir>/', which sent the reader looking at the folder."""
+    parser = argparse.ArgumentParser(prog="tool")
+    add_run_arguments(parser)
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["--gpu", gpu, "--commit", "x", "--results-dir", str(FIXTURES)])
+    assert stop.value.code == 2 and "argument --gpu: an empty value" in capsys.readouterr().err

@@ -77,6 +77,7 @@ def test_a_chain_applies_in_order_and_reports_the_patch_that_does_not():
     ("x=v16", "name one or more patches"),
     ("x=v16+", "name one or more patches"),
     ("x=v16+no_such.patch", "no patch file 'no_such.patch'"),
+    ("x=v16+experiments/v16", "the patch 'experiments/v16' is a folder: name a patch file"),
 ])
 def test_bad_specs_are_refused_with_the_rule(text, message):
     with pytest.raises(VariantError, match=re.escape(message)):

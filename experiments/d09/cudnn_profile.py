@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backends import precision, registry  # noqa: E402
+from backends import arguments, precision, registry  # noqa: E402
 from harness.decode_calls import call_decode  # noqa: E402
 from harness.decode_inputs import random_decode_inputs  # noqa: E402
 from harness.study import GPT2_HEADS  # noqa: E402
@@ -32,17 +32,21 @@ def positive(text: str) -> int:
     return value
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments.OneLineParser(prog="cudnn_profile.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--B", type=positive, default=32, help="sequences (default: 32)")
     parser.add_argument("--L", type=positive, default=16384, help="cached rows each (default: 16384)")
-    parser.add_argument("--backends", default="sdpa-cudnn,d09", help="comma-separated (default: sdpa-cudnn,d09)")
+    parser.add_argument("--backends", type=arguments.text, default="sdpa-cudnn,d09",
+                        help="comma-separated (default: sdpa-cudnn,d09)")
     parser.add_argument("--dtype", default=precision.BFLOAT16, choices=precision.EVERY)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         backends = [registry.get(name) for name in args.backends.split(",")]
     except registry.UnknownBackendError as err:
         parser.error(str(err))
+    if not torch.cuda.is_available():
+        parser.error("no CUDA device is available: the profile calls each backend on a GPU")
     device = torch.device("cuda")
     x = random_decode_inputs(args.B, GPT2_HEADS, args.L, [args.L] * args.B, seed=0, device=device,
                              dtype=precision.torch_dtype(args.dtype))

@@ -30,7 +30,7 @@ from torch.utils.cpp_extension import load
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends import precision, registry  # noqa: E402
+from backends import arguments, precision, registry  # noqa: E402
 from harness.bench_decode import fastest_baseline  # noqa: E402
 from harness.bench_kernels import in_rounds  # noqa: E402
 from harness.decode_calls import call_decode  # noqa: E402
@@ -111,16 +111,19 @@ def check_reads(ext, device: torch.device, dtype: torch.dtype, out: torch.Tensor
     return failed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments.OneLineParser(prog="read_floor.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", default=precision.BFLOAT16, choices=sorted(KERNELS),
                         help="the caches' dtype (default: bfloat16)")
     parser.add_argument("--rounds", type=int, default=2, choices=range(1, 11), metavar="1..10",
                         help="timing rounds, the order alternating (default: 2)")
     parser.add_argument("--batches", type=batch_list, default=DECODE_BATCHES,
                         help="batch sizes, comma-separated (default: the decode grid's)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     batches = args.batches
+    if not torch.cuda.is_available():
+        parser.error("no CUDA device is available: the floor is read on a GPU")
     device = torch.device("cuda")
     dtype = precision.torch_dtype(args.dtype)
     print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, {args.dtype}, "

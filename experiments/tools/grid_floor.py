@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     r = load_run(parser, args)
     io = None
     if args.io_floor is not None:
+        if args.io_floor.is_dir():
+            parser.error(f"--io-floor {args.io_floor} is a folder: name io_floor.py's CSV")
         if not args.io_floor.is_file():
             parser.error(f"--io-floor {args.io_floor}: no such file")
         try:

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
 
-from backends import precision, registry  # noqa: E402
+from backends import arguments, precision, registry  # noqa: E402
 from harness.device_timing import DeviceTimer  # noqa: E402
 from harness.reference import compare, random_qkv, reference_attention  # noqa: E402
 from harness.study import Shape  # noqa: E402
@@ -90,13 +90,14 @@ def time_all(names: list[str], dtype_name: str, shapes: list[tuple[int, int]]) -
             f"{times[n]:>10.1f} ({times[n] / ref:4.2f}) {tflops / times[n]:4.0f}T" for n in backends))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="+", help="half-precision versions, e.g. h01 h02")
-    parser.add_argument("--dtypes", default="bfloat16,float16")
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments.OneLineParser(prog="half_probe.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="+", type=arguments.text, help="half-precision versions, e.g. h01 h02")
+    parser.add_argument("--dtypes", type=arguments.text, default="bfloat16,float16")
     parser.add_argument("--shapes", choices=tuple(TIME_SHAPES), default="all")
     parser.add_argument("--no-check", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         dtypes = precision.select(args.dtypes)
         versions = [registry.get(name) for name in args.names]

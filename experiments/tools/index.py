@@ -20,6 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
+
 EXPERIMENTS = Path(__file__).resolve().parents[1]
 INDEX = EXPERIMENTS / "INDEX.md"
 TOOLS = "tools"
@@ -175,7 +178,8 @@ def render(found: dict[str, list[Entry]], root: Path = EXPERIMENTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.OneLineParser(prog="index.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help=f"change nothing; exit 1 if {INDEX.name} is stale")
     args = parser.parse_args(argv)
     try:

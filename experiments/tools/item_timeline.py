@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 FIELDS = 8  # k, block, q, n, clock_start, ns_start, clock_wg1_done, clock_wg2_done
 Q_FIELDS = 3  # k, clock_before_q_wait, clock_wg0_done (optional "TQ" lines)
@@ -144,12 +146,13 @@ def summarise(path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="+", type=Path, help="printed output of `harness call` with the patch")
+    parser = arguments.OneLineParser(prog="item_timeline.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", type=arguments.path, help="printed output of `harness call` with the patch")
     args = parser.parse_args(argv)
     for path in args.files:
         if not path.is_file():
-            parser.error(f"{path}: no such file")
+            parser.error(f"{path} is a folder, not a file" if path.is_dir() else f"{path}: no such file")
         summarise(path)
     return 0
 

@@ -16,8 +16,13 @@ float32 narrow kernel after version 25").
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 SLOTS = 132            # SMs of an H100 or H200, one narrow block each
 MAX_PIECES = 2         # kMaxPieces
@@ -91,13 +96,18 @@ def coverage_errors(heads: int, row_blocks: int, decode=block_tiles) -> list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.OneLineParser(prog="narrow_pair_plan.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--heads", type=int, default=12, help="B H (default 12: B=1, GPT-2 small)")
     parser.add_argument("--max-row-blocks", type=int, default=11,
                         help="T_n = ceil(T / 64) from 1 to this (default 11: T up to 704)")
     args = parser.parse_args(argv)
     if args.heads < 1 or args.max_row_blocks < 1:
         parser.error("--heads and --max-row-blocks must be at least 1")
+    if problem := arguments.out_of_range("--heads", args.heads, 1, 2 * SLOTS,
+                                         "more heads than two per SM are the three-consumer kernel's, not the "
+                                         "narrow plan's"):
+        parser.error(problem)
     failed = False
     for row_blocks in range(1, args.max_row_blocks + 1):
         if args.heads * row_blocks > 2 * SLOTS:

@@ -30,11 +30,13 @@ The fields, as the patches number them (cycles, 0 = not recorded):
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 FIELDS = 80
 ENTRY, TILES, Q_SPLIT, K0_READY, S0_DONE, STEP0_DONE = range(6)
@@ -175,12 +177,13 @@ def overview(blocks: Sequence[Block]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = arguments.OneLineParser(
+        prog="narrow_timeline.py",
         description="Summarise a float32 narrow-kernel timeline (versions 22-24's timeline "
                     "patches): per block, each step's waits, S, softmax and P V, and the "
                     "producer's split passes, in SM cycles.")
-    parser.add_argument("file", type=Path, help="the recorded output (lines 'TS block f0 .. f79')")
-    parser.add_argument("--blocks", default="0",
+    parser.add_argument("file", type=arguments.path, help="the recorded output (lines 'TS block f0 .. f79')")
+    parser.add_argument("--blocks", type=arguments.text, default="0",
                         help="comma-separated block indices to show (default: 0, a longest block)")
     parser.add_argument("--overview", action="store_true",
                         help="instead of single blocks, every block grouped by its tiles and role "

@@ -21,7 +21,12 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
+import sys
+from pathlib import Path
 from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 HEADS = 12  # GPT-2 small
 MAX_SMS = 1024  # --sms: an H100 and an H200 have 132; the schedules hand work to each (a mistyped 10**9 never ends)
@@ -88,7 +93,8 @@ def greedy(items: Sequence[int | None], sms: int, start_cost: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.OneLineParser(prog="persistent_schedule.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sms", type=int, default=132, help=f"multiprocessors (H100 SXM and H200: 132; at most "
                                                              f"{MAX_SMS})")
     parser.add_argument("--start-cost", type=float, nargs="+", default=[0.5, 1.0],

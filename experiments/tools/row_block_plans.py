@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from persistent_schedule import B_C, B_R, HEADS, MAX_SMS, WARPGROUP_ROWS, WARPGROUPS, greedy  # noqa: E402
 
@@ -68,7 +70,8 @@ def work_items(batch: int, T: int, sms: int, from_the_end: bool, num_heads: int 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.OneLineParser(prog="row_block_plans.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sms", type=int, default=132, help=f"multiprocessors (H100 SXM and H200: 132; at most "
                                                              f"{MAX_SMS})")
     parser.add_argument("--start-cost", type=float, nargs="+", default=[1.2, 3.0],

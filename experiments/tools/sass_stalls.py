@@ -13,12 +13,15 @@ each region once; --from and --to give other delimiters.
 """
 from __future__ import annotations
 
-import argparse
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\* (0x[0-9a-f]{16}) \*/")
 CONTROL_WORD = re.compile(r"^\s+/\* (0x[0-9a-f]{16}) \*/")
@@ -99,19 +102,19 @@ def report(region: list[Instruction], label: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sass", type=Path, help="output of cuobjdump -sass")
-    parser.add_argument("--function", default="causal_attention_kernel",
+    parser = arguments.OneLineParser(prog="sass_stalls.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sass", type=arguments.path, help="output of cuobjdump -sass")
+    parser.add_argument("--function", type=arguments.text, default="causal_attention_kernel",
                         help="a part of the kernel's (mangled) name")
     parser.add_argument("--dtype", choices=("bf16", "f16"), default=None,
                         help="the instantiation (default: the first match)")
-    parser.add_argument("--from", dest="begin", default="WARPGROUP.DEPBAR.LE gsb0, 0x1",
+    parser.add_argument("--from", dest="begin", type=arguments.text, default="WARPGROUP.DEPBAR.LE gsb0, 0x1",
                         help="text of the instruction that opens a region")
-    parser.add_argument("--to", dest="end", default="WARPGROUP.DEPBAR.LE gsb0, 0x0",
+    parser.add_argument("--to", dest="end", type=arguments.text, default="WARPGROUP.DEPBAR.LE gsb0, 0x0",
                         help="text of the instruction that closes it")
     args = parser.parse_args(argv)
     if not args.sass.is_file():
-        parser.error(f"{args.sass}: no such file")
+        parser.error(f"{args.sass} is a folder, not a file" if args.sass.is_dir() else f"{args.sass}: no such file")
     code = read_function(args.sass, args.function, args.dtype)
     found = regions(code, args.begin, args.end)
     if not found:

@@ -30,6 +30,7 @@ from typing import Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from backends import arguments  # noqa: E402
 from item_timeline import FALLBACK_GHZ as GHZ  # noqa: E402  (cycles to µs, h10's timelines)
 
 DEFAULT_VARIANT = "t=h14+experiments/h14/h14t_1_small_t_timeline.patch"
@@ -107,7 +108,7 @@ def read(path: Path) -> dict[str, list[list[int]]]:
 def summarise(args: argparse.Namespace) -> int:
     for path in args.files:
         if not path.is_file():
-            raise SystemExit(f"{path}: no such file")
+            raise SystemExit(f"{path} is a folder, not a file" if path.is_dir() else f"{path}: no such file")
         for key, rows in read(path).items():
             rows = [r for r in rows if r[N] >= 0]  # blocks whose recording warpgroup computed
             if not rows:
@@ -142,11 +143,14 @@ def summarise(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.OneLineParser(prog="small_t_timeline.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("record", help="call the patched kernel after L2 flushes and print its timeline (GPU)")
-    p.add_argument("--variant", default=DEFAULT_VARIANT, help=f"NAME=VERSION+PATCH (default: {DEFAULT_VARIANT})")
-    p.add_argument("--plain", default="h14", help="the unpatched backend timed beside it (default: h14)")
+    p.add_argument("--variant", type=arguments.text, default=DEFAULT_VARIANT,
+                   help=f"NAME=VERSION+PATCH (default: {DEFAULT_VARIANT})")
+    p.add_argument("--plain", type=arguments.text, default="h14",
+                   help="the unpatched backend timed beside it (default: h14)")
     p.add_argument("--B", type=int, default=1, help="batch (default: 1)")
     p.add_argument("--T", type=sequence_lengths, default=[64, 128, 256, 512],
                    help="sequence lengths, comma-separated (default: 64,128,256,512)")
@@ -155,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-flush", action="store_true", help="no L2 flush before the calls: inputs already in L2")
     p.set_defaults(func=record)
     p = sub.add_parser("summarise", help="per shape, when the blocks' steps happen (no GPU)")
-    p.add_argument("files", nargs="+", type=Path, help="output of `record`")
+    p.add_argument("files", nargs="+", type=arguments.path, help="output of `record`")
     p.add_argument("--all", action="store_true", help="every tile count's steps, not only the longest blocks'")
     p.set_defaults(func=summarise)
     args = parser.parse_args(argv)

@@ -34,7 +34,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 D = 64  # head dimension
 TILE = 64  # keys per tile (B_c) and rows per warpgroup
@@ -169,12 +174,13 @@ def report(B: int, H: int, T: int, l2_tbps: float) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    parser = arguments.OneLineParser(prog="split_once_model.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--l2-tbps", type=float, default=L2_TBPS_H100,
                         help=f"L2 read bandwidth in TB/s (default: {L2_TBPS_H100}, an H100's, measured)")
     parser.add_argument("--measure-l2", action="store_true", help="measure the L2 read bandwidth first (GPU)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not 0 < args.l2_tbps < math.inf:
         parser.error(f"--l2-tbps must be a positive finite number, got {args.l2_tbps}")
     if args.measure_l2:

@@ -12,10 +12,13 @@ complete. Only the last launch in a file is read (each launch prints all its lin
 """
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 from pathlib import Path
 from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, when run as a script
+from backends import arguments  # noqa: E402
 
 EVENTS = ("start", "landed", "turn", "S issued", "all issued", "S done", "softmax", "PV done")
 # (label, from event, to event): the phases of a step, in order.
@@ -79,12 +82,12 @@ def summarise(path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="outputs of the patched kernel")
+    parser = arguments.OneLineParser(prog="step_timeline.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", type=arguments.path, help="outputs of the patched kernel")
     args = parser.parse_args(argv)
     for path in args.files:
         if not path.is_file():
-            parser.error(f"{path}: no such file")
+            parser.error(f"{path} is a folder, not a file" if path.is_dir() else f"{path}: no such file")
     for path in args.files:
         summarise(path)
 

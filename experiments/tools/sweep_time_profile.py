@@ -15,12 +15,11 @@ import argparse
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 import torch
 
-from backends import precision, registry
+from backends import arguments, precision, registry
 from backends.registry import Target
 from gpt2 import timing
 from gpt2.weights import resolve
@@ -51,13 +50,14 @@ def wrap(owner: object, name: str, label: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results-dir", type=Path, required=True)
-    parser.add_argument("--e2e", default="naive,sdpa-cudnn,flex-attention,v01,v18,h04",
+def main(argv: list[str] | None = None) -> None:
+    parser = arguments.OneLineParser(prog="sweep_time_profile.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results-dir", type=arguments.path, required=True)
+    parser.add_argument("--e2e", type=arguments.text, default="naive,sdpa-cudnn,flex-attention,v01,v18,h04",
                         help="backends whose end-to-end run is profiled (in each dtype they take)")
     parser.add_argument("--skip-kernels", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         e2e = registry.select(args.e2e)
     except registry.UnknownBackendError as err:
