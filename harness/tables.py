@@ -495,16 +495,26 @@ def superseded_left_out(kernels: list[KernelRow]) -> list[KernelRow]:
     full benchmark (harness/kernel_plan.py) no longer measures it there. A GPU whose sweeps
     predate the later version still shows the earlier one's grid."""
     measured = {(r.backend, r.dtype, r.shape) for r in kernels}
+    known = set(registry.names())
+    later: dict[str, list[str] | None] = {}  # a version off the grid -> its track's later versions
+
+    def later_versions(name: str) -> list[str] | None:
+        """None for what is never superseded: a baseline, a version on the grid, a name the
+        registry no longer has (nothing says it is not wanted)."""
+        if name not in later:
+            backend = registry.get(name) if name in known else None
+            if backend is None or not backend.is_version or kernel_plan.on_grid(backend):
+                later[name] = None
+            else:
+                track = registry.track_of(backend)
+                later[name] = [v.name for v in track[track.index(backend) + 1:]]
+        return later[name]
 
     def superseded(row: KernelRow) -> bool:
-        if row.backend not in registry.names():
-            return False  # a name the registry no longer has: nothing says it is not wanted
-        backend = registry.get(row.backend)
-        if not backend.is_version or kernel_plan.FULL.measures(backend, row.shape):
+        names = later_versions(row.backend)
+        if names is None or row.shape in kernel_plan.FULL.every:  # off the grid: measured at `every` alone
             return False
-        track = registry.track_of(backend)
-        later = track[track.index(backend) + 1:]
-        return any((v.name, row.dtype, row.shape) in measured for v in later)
+        return any((name, row.dtype, row.shape) in measured for name in names)
 
     return [r for r in kernels if not superseded(r)]
 
