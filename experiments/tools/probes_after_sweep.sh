@@ -8,11 +8,13 @@
 #   3. the decode caches read alone in cuDNN's schedule and the others
 #      (experiments/d09/device_call_3.sh read_floor_tiles; on the H100 the tiles were never
 #      read alone, and d10 gains nothing there; issue 42).
-# Run from the checkout's root (not a frozen tree): the probes are this commit's.
-#   probes_after_sweep.sh
+# Run from the checkout's root (not a frozen tree): the probes are this commit's, which the
+# I/O floor's rows name (the device's copy of .git is older than its files).
+#   probes_after_sweep.sh COMMIT
 set -o pipefail
+[[ $# -eq 1 && -n "$1" ]] || { echo "usage: probes_after_sweep.sh COMMIT (the checkout's commit)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
-export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
+export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 STUDY_COMMIT="$1"
 echo "== 1. h24t_1 item timeline"
 timeout 240 bash experiments/h24/h24_device_call_3.sh || echo "h24_device_call_3.sh: exit $?"
 echo "== 2. I/O floor, at $SECONDS s"
