@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.results import KernelRow
+from harness.results import KERNELS, KernelRow
 from harness.study import GPT2_HEADS, GRID_SHAPES, GRID_SMALL_SHAPES, GRID_WIDE_SHAPES, KERNEL_SHAPES, Shape
-from harness.tables import GpuResults, Reference, Track, tracks
+from harness.tables import GpuResults, Reference, Track, latest, tracks
 
 NOT_MEASURED = "not measured on this GPU yet"
 # The shapes only the grid measures: where a GPU's rows say it has measured the grid.
@@ -80,28 +80,23 @@ class GridSummary:
 
 
 def _rows(r: GpuResults, commit: str | None) -> list[KernelRow]:
-    """The rows a grid is drawn from: the tables' (the latest of each measurement), or every
-    measured row of one sweep's `commit`, the latest of each (a later version's grid may have
-    taken the tables' place, and a later sweep may have measured the same shapes again)."""
+    """The rows a grid is drawn from: the tables' (the latest of each measurement), or the
+    latest of each among the rows measured at one sweep's `commit` (a later version's grid may
+    have taken the tables' place, and a later sweep may have measured the same shapes again)."""
     if commit is None:
         return r.kernels
-    newest: dict[tuple[str, str, Shape], KernelRow] = {}
-    for x in sorted((x for x in r.measured_kernels if x.provenance.commit == commit), key=lambda x: x.provenance.date):
-        newest[(x.backend, x.dtype, x.shape)] = x
-    return list(newest.values())
+    return latest((x for x in r.measured_kernels if x.provenance.commit == commit), KERNELS)
 
 
-def grid_version(r: GpuResults, track: Track, dtype: str, commit: str | None = None,
-                 rows: list[KernelRow] | None = None) -> str | None:
-    """The last of the track's versions with a row at one of the grid's own shapes in `dtype`
-    (measured at `commit`, if given: the grid of one sweep, after later versions were added)."""
-    own = [x for x in (rows if rows is not None else _rows(r, commit)) if x.shape in GRID_OWN_SHAPES]
-    return r.last_measured(track.versions, dtype, own)
+def grid_version(r: GpuResults, track: Track, dtype: str, rows: list[KernelRow]) -> str | None:
+    """The last of the track's versions with a row among `rows` (_rows) at one of the grid's own
+    shapes in `dtype`."""
+    return r.last_measured(track.versions, dtype, [x for x in rows if x.shape in GRID_OWN_SHAPES])
 
 
 def grid_summary(r: GpuResults, track: Track, dtype: str, commit: str | None = None) -> GridSummary:
     rows = _rows(r, commit)
-    version = grid_version(r, track, dtype, commit, rows)
+    version = grid_version(r, track, dtype, rows)
     found = {(x.backend, x.dtype, x.shape): x for x in rows}
     cells = []
     for shape in GRID_SHAPES:

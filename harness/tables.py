@@ -519,7 +519,8 @@ def superseded_left_out(kernels: list[KernelRow]) -> list[KernelRow]:
     return [r for r in kernels if not superseded(r)]
 
 
-def _latest(rows: list[R], table: Table[R]) -> list[R]:
+def latest(rows: Iterable[R], table: Table[R]) -> list[R]:
+    """The latest row (by date) of each of `table`'s keys, by dtype, then registry order."""
     newest: dict[tuple, R] = {}
     for row in sorted(rows, key=lambda r: r.provenance.date):
         newest[table.key(row)] = row
@@ -536,7 +537,7 @@ def load(slug: str, results_dir: Path) -> GpuResults:
         read = table.read(table.path(results_dir, slug))
         problems += read.problems
         every[table.file_name] = read.rows
-        loaded[table.file_name] = _latest(read.rows, table)
+        loaded[table.file_name] = latest(read.rows, table)
     kernels: list[KernelRow] = superseded_left_out(loaded[KERNELS.file_name])
     e2e_every_mode: list[E2ERow] = loaded[E2E.file_name]
     decode: list[DecodeRow] = loaded[DECODE_TIMES.file_name]

@@ -115,11 +115,10 @@ def table(r: GpuResults, summary: GridSummary, commit: str, copy_gbps: float, io
             if io is not None and (io_us := io.get((dtype, shape))):
                 io_reach.append((target / io_us, shape))
     if over:
-        below = [f"{shape_text(s)} ({x:.2f})" for x, s in sorted(reach) if x < 1]
         lines += ["", f"{len(over)} shapes: `{version}` at {min(over):.2f}-{max(over):.2f} of the floor "
                   f"(geometric mean {math.exp(statistics.fmean(map(math.log, over))):.2f}); targets under the "
-                  f"floor: {', '.join(below) if below else 'none'}"
-                  + (f"; under the I/O floor: {under_io(io_reach)}" if io is not None else "") + "."]
+                  f"floor: {under(reach)}" + (f"; under the I/O floor: {under(io_reach)}" if io is not None else "")
+                  + "."]
     return "\n".join(lines)
 
 
@@ -130,7 +129,8 @@ def io_cells(io_us: float | None, target: float | None) -> str:
     return f" {io_us:.1f} | " + (f"{target / io_us:.2f} |" if target else "– |")
 
 
-def under_io(reach: list[tuple[float, Shape]]) -> str:
+def under(reach: list[tuple[float, Shape]]) -> str:
+    """The shapes whose target is under a floor (target / floor < 1), lowest first, or 'none'."""
     below = [f"{shape_text(s)} ({x:.2f})" for x, s in sorted(reach) if x < 1]
     return ", ".join(below) if below else "none"
 

@@ -33,15 +33,22 @@ Q_FIELDS = 3  # k, clock_before_q_wait, clock_wg0_done (optional "TQ" lines)
 FALLBACK_GHZ = 1.77
 
 
-def read_last_launch(path: Path) -> list[tuple[int, ...]]:
+def tagged_lines(path: Path, tag: str, count: int) -> list[tuple[int, ...]]:
+    """The integers of every line of `path` that starts with `tag`, `count` of them each, in
+    file order; a line of that tag with other fields stops the script, naming it."""
     rows = []
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        if not line.startswith("TL "):
+        if not line.startswith(f"{tag} "):
             continue
         fields = line.split()[1:]
-        if len(fields) != FIELDS or not all(f.lstrip("-").isdigit() for f in fields):
-            raise SystemExit(f"{path}:{number}: expected 'TL' and {FIELDS} integers, got {line!r}")
+        if len(fields) != count or not all(f.lstrip("-").isdigit() for f in fields):
+            raise SystemExit(f"{path}:{number}: expected '{tag}' and {count} integers, got {line!r}")
         rows.append(tuple(int(f) for f in fields))
+    return rows
+
+
+def read_last_launch(path: Path) -> list[tuple[int, ...]]:
+    rows = tagged_lines(path, "TL", FIELDS)
     if not rows:
         raise SystemExit(f"{path}: no 'TL' lines (was the timeline patch applied?)")
     # Item numbers restart at 0 with each launch.
@@ -54,16 +61,7 @@ def read_last_launch(path: Path) -> list[tuple[int, ...]]:
 def read_q_waits(path: Path) -> dict[int, tuple[int, int]]:
     """Item k -> (clock before the first warpgroup waited for its Q, that warpgroup's end), from
     the "TQ" lines; a later launch's line for k replaces an earlier one's."""
-    found = {}
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        if not line.startswith("TQ "):
-            continue
-        fields = line.split()[1:]
-        if len(fields) != Q_FIELDS or not all(f.lstrip("-").isdigit() for f in fields):
-            raise SystemExit(f"{path}:{number}: expected 'TQ' and {Q_FIELDS} integers, got {line!r}")
-        k, before, end = (int(f) for f in fields)
-        found[k] = (before, end)
-    return found
+    return {k: (before, end) for k, before, end in tagged_lines(path, "TQ", Q_FIELDS)}
 
 
 def _spread(values: Sequence[float]) -> str:
